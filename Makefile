@@ -1,0 +1,43 @@
+# presk — developer targets. `make test` installs what it needs into .venv.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PRESK  := $(VENV)/bin/presk
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test check loc clean golden-update bench-reference venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip >/dev/null
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PRESK) check tutorial/02_norm.psk --summary
+	$(PRESK) run tutorial/02_norm.psk --entry 'RMSNorm{4}.apply' --dim batch=2 --digits 6
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+check: $(STAMP)
+	$(VENV)/bin/ruff check presk tests
+	$(VENV)/bin/ruff format --check presk
+	$(VENV)/bin/mypy presk
+
+golden-update: $(STAMP)
+	$(PY) -m pytest tests --update-golden
+
+bench-reference: $(STAMP)
+	$(PY) -m presk.bench_reference
+
+loc:
+	@for d in presk presk/*/; do \
+	  n=$$(find $$d -maxdepth 1 -name '*.py' | xargs cat 2>/dev/null | wc -l); \
+	  printf '%6d  %s\n' $$n $$d; done
+	@printf '%6d  total\n' $$(find presk -name '*.py' | xargs cat | wc -l)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
