@@ -1,0 +1,1 @@
+"""Syntax: the lexer (Unicode and ASCII spellings), the AST and the parser."""

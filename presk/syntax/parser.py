@@ -1,0 +1,753 @@
+"""The parser: tokens to a `File` AST.
+
+A recursive-descent parser, one `parse_<rule>` method per rule with its
+grammar above it. On a syntax error it reports one diagnostic, then skips to
+the next declaration (or module member) so that one mistake does not cascade
+into many.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import NoReturn
+
+from presk.diagnostics import Diagnostic, Label, Sink, Source, Span
+from presk.syntax import ast
+from presk.syntax.lexer import lex
+from presk.syntax.tokens import Kind, Token, describe
+
+_TOP_LEVEL = {
+    Kind.KW_MODULE,
+    Kind.KW_FN,
+    Kind.KW_CONST,
+    Kind.KW_STATIC,
+    Kind.KW_DIM,
+    Kind.KW_TYPE,
+    Kind.KW_IMPORT,
+    Kind.KW_OPTIMIZER,
+    Kind.KW_TRAINING,
+}
+_MEMBER = {Kind.KW_PARAM, Kind.KW_USE, Kind.KW_FN}
+
+_ADDITIVE = {Kind.PLUS: ast.BinOp.ADD, Kind.MINUS: ast.BinOp.SUB}
+_MULTIPLICATIVE = {
+    Kind.STAR: ast.BinOp.MUL,
+    Kind.SLASH: ast.BinOp.DIV,
+    Kind.PERCENT: ast.BinOp.MOD,
+    Kind.CONTRACT: ast.BinOp.DOT,
+}
+_COMPARE = {
+    Kind.EQEQ: ast.BinOp.EQ,
+    Kind.NE: ast.BinOp.NE,
+    Kind.LE: ast.BinOp.LE,
+    Kind.LT: ast.BinOp.LT,
+    Kind.GE: ast.BinOp.GE,
+    Kind.GT: ast.BinOp.GT,
+}
+
+
+class _Abort(Exception):
+    """Unwinds to the nearest recovery point after a reported syntax error."""
+
+
+class Parser:
+    """Parses one file's tokens; reports syntax errors to the sink."""
+
+    def __init__(self, tokens: list[Token], sink: Sink) -> None:
+        self.tokens = tokens
+        self.pos = 0
+        self.sink = sink
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def peek(self, ahead: int = 1) -> Token:
+        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+
+    def at(self, *kinds: Kind) -> bool:
+        return self.tok.kind in kinds
+
+    def at_word(self, word: str) -> bool:
+        return self.tok.kind == Kind.IDENT and self.tok.text == word
+
+    def advance(self) -> Token:
+        token = self.tok
+        if token.kind != Kind.EOF:
+            self.pos += 1
+        return token
+
+    def skip_newlines(self) -> None:
+        while self.tok.kind == Kind.NEWLINE:
+            self.pos += 1
+
+    def fail(self, code: str, message: str, token: Token, label: str) -> NoReturn:
+        self.sink.report(Diagnostic(code, message, Label(token.span, label)))
+        raise _Abort
+
+    def expect(self, kind: Kind, what: str | None = None) -> Token:
+        if self.tok.kind == kind:
+            return self.advance()
+        wanted = what or describe(kind)
+        self.fail("E0010", f"expected {wanted}, found {self.tok.found()}", self.tok, f"expected {wanted} here")
+
+    def expect_word(self, word: str) -> Token:
+        if self.at_word(word):
+            return self.advance()
+        self.fail("E0010", f"expected `{word}`, found {self.tok.found()}", self.tok, f"expected `{word}` here")
+
+    def ident(self) -> ast.Ident:
+        token = self.expect(Kind.IDENT, "a name")
+        return ast.Ident(token.text, token.span)
+
+    def span_from(self, start: Span) -> Span:
+        end = self.tokens[self.pos - 1].span if self.pos > 0 else start
+        return start.to(end)
+
+    def end_of_line(self) -> None:
+        """A declaration ends at a newline, a closing brace or the end of the file."""
+        if self.at(Kind.NEWLINE):
+            self.skip_newlines()
+        elif not self.at(Kind.RBRACE, Kind.EOF):
+            self.fail(
+                "E0010",
+                f"expected end of line, found {self.tok.found()}",
+                self.tok,
+                "expected the line to end here",
+            )
+
+    def recover(self, stops: set[Kind]) -> None:
+        """Skip to the start of a line that opens one of `stops`, balancing braces."""
+        depth = 0
+        while not self.at(Kind.EOF):
+            token = self.advance()
+            if token.kind == Kind.LBRACE:
+                depth += 1
+            elif token.kind == Kind.RBRACE:
+                if depth == 0:
+                    self.pos -= 1
+                    return
+                depth -= 1
+            elif token.kind == Kind.NEWLINE and depth == 0:
+                if self.tok.kind in stops or self.tok.kind == Kind.RBRACE:
+                    return
+
+    # ------------------------------------------------------------ file
+
+    # file := NEWLINE* (decl NEWLINE*)* EOF
+    def parse_file(self) -> ast.File:
+        start = self.tok.span
+        decls: list[ast.Decl] = []
+        self.skip_newlines()
+        while not self.at(Kind.EOF):
+            try:
+                decls.append(self.parse_decl())
+                self.end_of_line()
+            except _Abort:
+                self.recover(_TOP_LEVEL)
+                if self.at(Kind.RBRACE):
+                    self.advance()
+            self.skip_newlines()
+        return ast.File(tuple(decls), start.to(self.tok.span))
+
+    # decl := import | const | static_assert | dim | type | module | fn | optimizer | training
+    def parse_decl(self) -> ast.Decl:
+        match self.tok.kind:
+            case Kind.KW_IMPORT:
+                return self.parse_import()
+            case Kind.KW_CONST:
+                return self.parse_const()
+            case Kind.KW_STATIC:
+                return self.parse_static_assert()
+            case Kind.KW_DIM:
+                return self.parse_dim()
+            case Kind.KW_TYPE:
+                return self.parse_type_alias()
+            case Kind.KW_MODULE:
+                return self.parse_module()
+            case Kind.KW_FN:
+                return self.parse_fn()
+            case Kind.KW_OPTIMIZER:
+                return self.parse_optimizer()
+            case Kind.KW_TRAINING:
+                return self.parse_training()
+        self.fail(
+            "E0011",
+            f"expected a declaration, found {self.tok.found()}",
+            self.tok,
+            "a file holds imports, constants, dims, types, modules, functions and blocks",
+        )
+
+    # import := 'import' STRING 'as' IDENT
+    def parse_import(self) -> ast.Import:
+        start = self.advance().span
+        path = self.expect(Kind.STRING, "a path in quotes")
+        self.expect(Kind.KW_AS)
+        alias = self.ident()
+        return ast.Import(ast.Str(path.text, path.span), alias, self.span_from(start))
+
+    # const := 'const' IDENT ':' named_type '=' expr
+    def parse_const(self) -> ast.Const:
+        start = self.advance().span
+        name = self.ident()
+        self.expect(Kind.COLON)
+        ty = self.parse_named_type()
+        self.expect(Kind.EQ)
+        value = self.parse_expr()
+        return ast.Const(name, ty, value, self.span_from(start))
+
+    # static_assert := 'static' 'assert' expr
+    def parse_static_assert(self) -> ast.StaticAssert:
+        start = self.advance().span
+        self.expect(Kind.KW_ASSERT)
+        cond = self.parse_expr()
+        return ast.StaticAssert(cond, self.span_from(start))
+
+    # dim := 'dim' IDENT ('<=' expr)?
+    def parse_dim(self) -> ast.DimDecl:
+        start = self.advance().span
+        name = self.ident()
+        bound = None
+        if self.at(Kind.LE):
+            self.advance()
+            bound = self.parse_additive()
+        return ast.DimDecl(name, bound, self.span_from(start))
+
+    # type_alias := 'type' IDENT '=' type
+    def parse_type_alias(self) -> ast.TypeAlias:
+        start = self.advance().span
+        name = self.ident()
+        self.expect(Kind.EQ)
+        ty = self.parse_type()
+        return ast.TypeAlias(name, ty, self.span_from(start))
+
+    # dims := '{' IDENT+ ':' 'dim' (',' IDENT+ ':' 'dim')* '}'
+    def parse_dim_params(self) -> tuple[ast.Ident, ...]:
+        # A module's body also opens with `{`; dimension parameters open with a name.
+        if not (self.at(Kind.LBRACE) and self.peek().kind == Kind.IDENT):
+            return ()
+        self.advance()
+        names: list[ast.Ident] = []
+        while True:
+            group = [self.ident()]
+            while self.at(Kind.IDENT):
+                group.append(self.ident())
+            self.expect(Kind.COLON)
+            self.expect(Kind.KW_DIM)
+            names.extend(group)
+            if not self.at(Kind.COMMA):
+                break
+            self.advance()
+        self.expect(Kind.RBRACE)
+        return tuple(names)
+
+    # module := 'module' IDENT dims? '{' (member NEWLINE)* '}'
+    def parse_module(self) -> ast.Module:
+        start = self.advance().span
+        name = self.ident()
+        dims = self.parse_dim_params()
+        self.expect(Kind.LBRACE)
+        params: list[ast.ParamDecl] = []
+        uses: list[ast.UseDecl] = []
+        fns: list[ast.FnDecl] = []
+        self.skip_newlines()
+        while not self.at(Kind.RBRACE, Kind.EOF):
+            try:
+                match self.tok.kind:
+                    case Kind.KW_PARAM:
+                        params.append(self.parse_param())
+                    case Kind.KW_USE:
+                        uses.append(self.parse_use())
+                    case Kind.KW_FN:
+                        fns.append(self.parse_fn())
+                    case _:
+                        self.fail(
+                            "E0012",
+                            f"expected `param`, `use` or `fn`, found {self.tok.found()}",
+                            self.tok,
+                            "a module holds parameters, sub-modules and functions",
+                        )
+                self.end_of_line()
+            except _Abort:
+                self.recover(_MEMBER)
+            self.skip_newlines()
+        self.expect(Kind.RBRACE, "`}` closing the module")
+        return ast.Module(
+            name, dims, tuple(params), tuple(uses), tuple(fns), self.span_from(start)
+        )
+
+    # param := 'param' IDENT ':' type ('init' '=' IDENT ('(' kwargs ')')?)?
+    def parse_param(self) -> ast.ParamDecl:
+        start = self.advance().span
+        name = self.ident()
+        self.expect(Kind.COLON)
+        ty = self.parse_type()
+        init = None
+        if self.at_word("init"):
+            self.advance()
+            self.expect(Kind.EQ)
+            init_name = self.ident()
+            kwargs: list[ast.KwArg] = []
+            if self.at(Kind.LPAREN):
+                self.advance()
+                while not self.at(Kind.RPAREN):
+                    key = self.ident()
+                    self.expect(Kind.EQ)
+                    value = self.parse_expr()
+                    kwargs.append(ast.KwArg(key, value, key.span.to(value.span)))
+                    if not self.at(Kind.COMMA):
+                        break
+                    self.advance()
+                self.expect(Kind.RPAREN)
+            init = ast.Init(init_name, tuple(kwargs), self.span_from(init_name.span))
+        return ast.ParamDecl(name, ty, init, self.span_from(start))
+
+    # use := 'use' IDENT ':' (named_type | stack_type)
+    def parse_use(self) -> ast.UseDecl:
+        start = self.advance().span
+        name = self.ident()
+        self.expect(Kind.COLON)
+        target: ast.NamedType | ast.StackType
+        target = self.parse_stack_type() if self.at(Kind.KW_STACK) else self.parse_named_type()
+        return ast.UseDecl(name, target, self.span_from(start))
+
+    # fn := 'fn' IDENT dims? '(' params ')' ('->' type)? ('uses' IDENT (',' IDENT)*)? '=' body
+    def parse_fn(self) -> ast.FnDecl:
+        start = self.advance().span
+        name = self.ident()
+        dims = self.parse_dim_params()
+        self.expect(Kind.LPAREN)
+        params: list[ast.FnParam] = []
+        while not self.at(Kind.RPAREN):
+            pname = self.ident()
+            self.expect(Kind.COLON)
+            ty = self.parse_type()
+            default = None
+            if self.at(Kind.EQ):
+                self.advance()
+                default = self.parse_expr()
+            params.append(ast.FnParam(pname, ty, default, self.span_from(pname.span)))
+            if not self.at(Kind.COMMA):
+                break
+            self.advance()
+        self.expect(Kind.RPAREN, "`)` or `,`")
+        ret = None
+        if self.at(Kind.ARROW):
+            self.advance()
+            ret = self.parse_type()
+        effects: list[ast.Ident] = []
+        if self.at(Kind.KW_USES):
+            self.advance()
+            effects.append(self.ident())
+            while self.at(Kind.COMMA):
+                self.advance()
+                effects.append(self.ident())
+        # A missing `=` is reported at what follows it, usually the body on
+        # the next line, which is where the reader looks.
+        if not self.at(Kind.EQ):
+            self.skip_newlines()
+        header = start.to(self.expect(Kind.EQ).span)
+        body = self.parse_body()
+        return ast.FnDecl(
+            name, dims, tuple(params), ret, tuple(effects), body, header, self.span_from(start)
+        )
+
+    # body := NEWLINE? (let NEWLINE)* expr
+    def parse_body(self) -> ast.Body:
+        self.skip_newlines()
+        start = self.tok.span
+        lets: list[ast.Let] = []
+        while self.at(Kind.KW_LET):
+            lets.append(self.parse_let())
+            if not self.at(Kind.NEWLINE):
+                self.fail(
+                    "E0010",
+                    f"expected end of line, found {self.tok.found()}",
+                    self.tok,
+                    "a `let` ends at the end of its line",
+                )
+            self.skip_newlines()
+        result = self.parse_expr()
+        return ast.Body(tuple(lets), result, self.span_from(start))
+
+    # let := 'let' (IDENT | '(' IDENT (',' IDENT)* ')') '=' expr
+    def parse_let(self) -> ast.Let:
+        start = self.advance().span
+        pattern: ast.Pattern
+        if self.at(Kind.LPAREN):
+            open_span = self.advance().span
+            names = [self.ident()]
+            while self.at(Kind.COMMA):
+                self.advance()
+                names.append(self.ident())
+            self.expect(Kind.RPAREN)
+            pattern = ast.TuplePattern(tuple(names), self.span_from(open_span))
+        else:
+            pattern = self.ident()
+        self.expect(Kind.EQ)
+        value = self.parse_expr()
+        return ast.Let(pattern, value, self.span_from(start))
+
+    # optimizer := 'optimizer' IDENT '{' (field NEWLINE)* '}'
+    def parse_optimizer(self) -> ast.Optimizer:
+        start = self.advance().span
+        name = self.ident()
+        fields, checkpoint = self.parse_block_fields(allow_checkpoint=False)
+        return ast.Optimizer(name, fields, self.span_from(start))
+
+    # training := 'training' IDENT '{' (field | checkpoint NEWLINE)* '}'
+    def parse_training(self) -> ast.Training:
+        start = self.advance().span
+        name = self.ident()
+        fields, checkpoint = self.parse_block_fields(allow_checkpoint=True)
+        return ast.Training(name, fields, checkpoint, self.span_from(start))
+
+    # field := IDENT ('=' expr | ':' type '=' expr | ':' expr)
+    # checkpoint := 'checkpoint' 'every' expr 'steps' 'to' STRING
+    def parse_block_fields(
+        self, allow_checkpoint: bool
+    ) -> tuple[tuple[ast.Field, ...], ast.Checkpoint | None]:
+        self.expect(Kind.LBRACE)
+        fields: list[ast.Field] = []
+        checkpoint: ast.Checkpoint | None = None
+        self.skip_newlines()
+        while not self.at(Kind.RBRACE, Kind.EOF):
+            if allow_checkpoint and self.at_word("checkpoint"):
+                start = self.advance().span
+                self.expect_word("every")
+                every = self.parse_additive()
+                self.expect_word("steps")
+                self.expect_word("to")
+                to = self.expect(Kind.STRING, "a directory in quotes")
+                checkpoint = ast.Checkpoint(every, ast.Str(to.text, to.span), self.span_from(start))
+            else:
+                # Field names may be words that are keywords elsewhere (`optimizer`).
+                if self.tok.kind.name.startswith("KW_") and self.tok.text.isidentifier():
+                    word = self.advance()
+                    name = ast.Ident(word.text, word.span)
+                else:
+                    name = self.ident()
+                ty: ast.TypeSyn | None = None
+                if self.at(Kind.COLON):
+                    self.advance()
+                    if self.starts_type_then_eq():
+                        ty = self.parse_type()
+                        self.expect(Kind.EQ)
+                    value = self.parse_expr()
+                else:
+                    self.expect(Kind.EQ, "`=` or `:`")
+                    value = self.parse_expr()
+                fields.append(ast.Field(name, ty, value, self.span_from(name.span)))
+            self.end_of_line()
+        self.expect(Kind.RBRACE)
+        return tuple(fields), checkpoint
+
+    def starts_type_then_eq(self) -> bool:
+        """After `name :`, is this `T = value` (a typed field) or a bare value?"""
+        if self.at(Kind.KW_REAL, Kind.KW_IDX, Kind.KW_BOOL, Kind.KW_PARAMS):
+            return True
+        return self.at(Kind.IDENT) and self.peek().kind == Kind.EQ
+
+    # ------------------------------------------------------------ types
+
+    # type := real | idx | bool | params | stack | '(' type (',' type)* ')' | named
+    def parse_type(self) -> ast.TypeSyn:
+        start = self.tok.span
+        match self.tok.kind:
+            case Kind.KW_REAL:
+                self.advance()
+                # A bare `ℝ` is the scalar type, as in `(HD : ℝ)`.
+                axes = self.parse_axes() if self.at(Kind.LBRACKET) else ()
+                return ast.RealType(axes, self.span_from(start))
+            case Kind.KW_IDX:
+                self.advance()
+                self.expect(Kind.LBRACKET)
+                bound = self.parse_additive()
+                self.expect(Kind.RBRACKET)
+                axes = self.parse_axes()
+                return ast.IdxType(bound, axes, self.span_from(start))
+            case Kind.KW_BOOL:
+                self.advance()
+                axes = self.parse_axes()
+                return ast.BoolType(axes, self.span_from(start))
+            case Kind.KW_PARAMS:
+                self.advance()
+                target = self.parse_named_type()
+                return ast.ParamsType(target, self.span_from(start))
+            case Kind.KW_STACK:
+                return self.parse_stack_type()
+            case Kind.LPAREN:
+                self.advance()
+                items = [self.parse_type()]
+                while self.at(Kind.COMMA):
+                    self.advance()
+                    if self.at(Kind.RPAREN):
+                        break
+                    items.append(self.parse_type())
+                self.expect(Kind.RPAREN)
+                if len(items) == 1:
+                    return items[0]
+                return ast.TupleType(tuple(items), self.span_from(start))
+            case Kind.IDENT:
+                return self.parse_named_type()
+        self.fail("E0013", f"expected a type, found {self.tok.found()}", self.tok, "expected a type here")
+
+    # named := IDENT ('.' IDENT)* ('{' expr (',' expr)* '}')?
+    def parse_named_type(self) -> ast.NamedType:
+        start = self.tok.span
+        path = [self.ident()]
+        while self.at(Kind.DOT) and self.peek().kind == Kind.IDENT:
+            self.advance()
+            path.append(self.ident())
+        args: tuple[ast.Expr, ...] | None = None
+        if self.at(Kind.LBRACE):
+            self.advance()
+            items: list[ast.Expr] = []
+            while not self.at(Kind.RBRACE):
+                items.append(self.parse_additive())
+                if not self.at(Kind.COMMA):
+                    break
+                self.advance()
+            self.expect(Kind.RBRACE)
+            args = tuple(items)
+        return ast.NamedType(tuple(path), args, self.span_from(start))
+
+    # stack := 'stack' '{' expr '}' '(' named ')'
+    def parse_stack_type(self) -> ast.StackType:
+        start = self.expect(Kind.KW_STACK).span
+        self.expect(Kind.LBRACE)
+        count = self.parse_additive()
+        self.expect(Kind.RBRACE)
+        self.expect(Kind.LPAREN)
+        inner = self.parse_named_type()
+        self.expect(Kind.RPAREN)
+        return ast.StackType(count, inner, self.span_from(start))
+
+    # axes := '[' (axis (',' axis)*)? ']'      axis := '...' | IDENT ':' expr | expr
+    def parse_axes(self) -> tuple[ast.AxisItem, ...]:
+        self.expect(Kind.LBRACKET)
+        axes: list[ast.AxisItem] = []
+        while not self.at(Kind.RBRACKET):
+            if self.at(Kind.ELLIPSIS):
+                axes.append(ast.EllipsisAxis(self.advance().span))
+            elif self.at(Kind.IDENT) and self.peek().kind == Kind.COLON:
+                name = self.ident()
+                self.advance()
+                size = self.parse_additive()
+                axes.append(ast.AxisSyn(name, size, name.span.to(size.span)))
+            else:
+                size = self.parse_additive()
+                axes.append(ast.AxisSyn(None, size, size.span))
+            if not self.at(Kind.COMMA):
+                break
+            self.advance()
+        self.expect(Kind.RBRACKET, "`]` or `,`")
+        return tuple(axes)
+
+    # ------------------------------------------------------------ expressions
+
+    # expr := lambda | pipe      lambda := 'λ' IDENT+ '.' expr
+    def parse_expr(self) -> ast.Expr:
+        if self.at(Kind.KW_LAMBDA):
+            start = self.advance().span
+            params = [self.ident()]
+            while self.at(Kind.IDENT, Kind.COMMA):
+                if self.at(Kind.COMMA):
+                    self.advance()
+                params.append(self.ident())
+            self.expect(Kind.DOT, "`.` after the lambda's parameters")
+            body = self.parse_expr()
+            return ast.Lambda(tuple(params), body, self.span_from(start))
+        return self.parse_pipe()
+
+    # pipe := compare ('|>' compare)*
+    def parse_pipe(self) -> ast.Expr:
+        left = self.parse_compare()
+        while self.at(Kind.PIPE):
+            self.advance()
+            right = self.parse_compare()
+            left = ast.Binary(ast.BinOp.PIPE, left, right, left.span.to(right.span))
+        return left
+
+    # compare := additive (('==' | '!=' | '<=' | '<' | '>=' | '>') additive)?
+    def parse_compare(self) -> ast.Expr:
+        left = self.parse_additive()
+        if self.tok.kind in _COMPARE:
+            op = _COMPARE[self.advance().kind]
+            right = self.parse_additive()
+            left = ast.Binary(op, left, right, left.span.to(right.span))
+        return left
+
+    # additive := multiplicative (('+' | '-') multiplicative)*
+    def parse_additive(self) -> ast.Expr:
+        left = self.parse_multiplicative()
+        while self.tok.kind in _ADDITIVE:
+            op = _ADDITIVE[self.advance().kind]
+            right = self.parse_multiplicative()
+            left = ast.Binary(op, left, right, left.span.to(right.span))
+        return left
+
+    # multiplicative := unary (('*' | '/' | '%' | '·') unary)*
+    def parse_multiplicative(self) -> ast.Expr:
+        left = self.parse_unary()
+        while self.tok.kind in _MULTIPLICATIVE:
+            op = _MULTIPLICATIVE[self.advance().kind]
+            right = self.parse_unary()
+            left = ast.Binary(op, left, right, left.span.to(right.span))
+        return left
+
+    # unary := '-' unary | power
+    def parse_unary(self) -> ast.Expr:
+        if self.at(Kind.MINUS):
+            start = self.advance().span
+            operand = self.parse_unary()
+            return ast.Neg(operand, start.to(operand.span))
+        return self.parse_power()
+
+    # power := postfix ('^' unary)?
+    def parse_power(self) -> ast.Expr:
+        base = self.parse_postfix()
+        if self.at(Kind.CARET):
+            self.advance()
+            exponent = self.parse_unary()
+            return ast.Binary(ast.BinOp.POW, base, exponent, base.span.to(exponent.span))
+        return base
+
+    # postfix := atom ('(' args ')' | '.' IDENT)*
+    def parse_postfix(self) -> ast.Expr:
+        expr = self.parse_atom()
+        while True:
+            if self.at(Kind.LPAREN):
+                self.advance()
+                args = self.parse_args()
+                self.expect(Kind.RPAREN, "`)` or `,`")
+                expr = ast.Call(expr, args, self.span_from(expr.span))
+            elif self.at(Kind.DOT) and self.peek().kind == Kind.IDENT:
+                self.advance()
+                name = self.ident()
+                expr = ast.Member(expr, name, expr.span.to(name.span))
+            else:
+                return expr
+
+    # args := (arg (',' arg)*)?
+    # arg := 'axis' IDENT | IDENT '=' expr | IDENT ':' expr | expr (':' type)?
+    def parse_args(self) -> tuple[ast.Arg, ...]:
+        args: list[ast.Arg] = []
+        while not self.at(Kind.RPAREN):
+            start = self.tok.span
+            if self.at(Kind.KW_AXIS):
+                self.advance()
+                name = self.ident()
+                args.append(ast.AxisArg(name, self.span_from(start)))
+            elif self.at(Kind.IDENT) and self.peek().kind == Kind.EQ:
+                name = self.ident()
+                self.advance()
+                value = self.parse_expr()
+                args.append(ast.KwArg(name, value, self.span_from(start)))
+            elif (
+                self.at(Kind.IDENT)
+                and self.peek().kind == Kind.COLON
+                and self.peek(2).kind not in (Kind.KW_REAL, Kind.KW_IDX, Kind.KW_BOOL)
+            ):
+                name = self.ident()
+                self.advance()
+                size = self.parse_additive()
+                args.append(ast.DimArg(name, size, self.span_from(start)))
+            else:
+                value = self.parse_expr()
+                if self.at(Kind.COLON):
+                    self.advance()
+                    ty = self.parse_type()
+                    value = ast.Ascribe(value, ty, self.span_from(start))
+                args.append(ast.PosArg(value, self.span_from(start)))
+            if not self.at(Kind.COMMA):
+                break
+            self.advance()
+        return tuple(args)
+
+    # atom := NUMBER | STRING | IDENT | 'stream' STRING | '(' expr (':' type)? ')'
+    #       | '(' expr (',' expr)+ ')' | 'ein' '[' IDENT (',' IDENT)* ']' '(' expr ')'
+    #       | 'grad' '(' expr ')'
+    def parse_atom(self) -> ast.Expr:
+        token = self.tok
+        match token.kind:
+            case Kind.INT | Kind.FLOAT:
+                self.advance()
+                return ast.Num(token.text, _number(token.text), token.kind == Kind.INT, token.span)
+            case Kind.STRING:
+                self.advance()
+                return ast.Str(token.text, token.span)
+            case Kind.IDENT:
+                self.advance()
+                if token.text == "stream" and self.at(Kind.STRING):
+                    path = self.advance()
+                    return ast.Stream(ast.Str(path.text, path.span), self.span_from(token.span))
+                return ast.Name(ast.Ident(token.text, token.span), token.span)
+            case Kind.LPAREN:
+                self.advance()
+                first = self.parse_expr()
+                if self.at(Kind.COLON):
+                    self.advance()
+                    ty = self.parse_type()
+                    self.expect(Kind.RPAREN)
+                    return ast.Ascribe(first, ty, self.span_from(token.span))
+                if self.at(Kind.COMMA):
+                    items = [first]
+                    while self.at(Kind.COMMA):
+                        self.advance()
+                        if self.at(Kind.RPAREN):
+                            break
+                        items.append(self.parse_expr())
+                    self.expect(Kind.RPAREN)
+                    return ast.TupleExpr(tuple(items), self.span_from(token.span))
+                self.expect(Kind.RPAREN)
+                return first
+            case Kind.KW_EIN:
+                self.advance()
+                self.expect(Kind.LBRACKET)
+                out = [self.ident()]
+                while self.at(Kind.COMMA):
+                    self.advance()
+                    out.append(self.ident())
+                self.expect(Kind.RBRACKET)
+                self.expect(Kind.LPAREN)
+                body = self.parse_expr()
+                self.expect(Kind.RPAREN)
+                return ast.Ein(tuple(out), body, self.span_from(token.span))
+            case Kind.KW_GRAD:
+                self.advance()
+                self.expect(Kind.LPAREN)
+                func = self.parse_expr()
+                self.expect(Kind.RPAREN)
+                return ast.Grad(func, self.span_from(token.span))
+        self.fail(
+            "E0014",
+            f"expected an expression, found {token.found()}",
+            token,
+            "expected an expression here",
+        )
+
+
+def _number(text: str) -> Fraction:
+    # Fraction parses decimals and exponents exactly: 1e-6 is exactly 1/10**6.
+    return Fraction(text)
+
+
+def parse(source: Source, sink: Sink) -> ast.File:
+    """Parse a whole source; syntax errors go to `sink`."""
+    return Parser(lex(source, sink), sink).parse_file()
+
+
+def parse_expression(source: Source, sink: Sink) -> ast.Expr | None:
+    """Parse a lone expression (used for `--const` values and entry arguments)."""
+    parser = Parser(lex(source, sink), sink)
+    try:
+        expr = parser.parse_expr()
+        parser.skip_newlines()
+        if not parser.at(Kind.EOF):
+            parser.fail("E0010", f"unexpected {parser.tok.found()}", parser.tok, "unexpected here")
+        return expr
+    except _Abort:
+        return None
