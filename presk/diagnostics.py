@@ -14,6 +14,7 @@ import bisect
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TextIO
 
 
@@ -237,13 +238,18 @@ class _Row:
 
 
 def _display(line: str) -> str:
-    """A source line made safe to print: one cell per character.
+    """Text made safe to print on one row: one cell per character.
 
     Tabs and other control characters become spaces so that character columns line up with
     the underline (a raw tab would jump to the terminal's tab stop), and so that escape codes
-    in a source file cannot reach the terminal.
+    in a source file or in a message quoting it cannot reach the terminal.
     """
     return "".join(" " if ch < " " or ch == "\x7f" else ch for ch in line)
+
+
+def _rows(text: str) -> list[str]:
+    """A message, label or help text as display-safe rows, split at its newlines."""
+    return [_display(row) for row in text.split("\n")]
 
 
 def _locate(source: Source, offset: int) -> tuple[int, int]:
@@ -371,15 +377,14 @@ class _Painter:
             self.singles(group, line, w_rails, text_col)
         if rails:
             self.blank_rails(group)
+            # Bottom labels, innermost rail first; the rails left of it are still open.
             for i in reversed(range(len(rails))):
                 p = rails[i]
-                row = _Row()
-                for j in range(i):
-                    row.put(2 * j, "|", self.style(rails[j]))
+                row = self.outer_rails(rails, i)
                 row.put(2 * i, "`", self.style(p))
                 for pos in range(2 * i + 1, w_rails + text_col):
                     row.put(pos, "-", self.style(p))
-                self.label_text(row, w_rails + text_col, p, lambda: self.outer_rails(rails, i))
+                self.label_text(row, w_rails + text_col, p, partial(self.outer_rails, rails, i))
 
     def blank_rails(self, group: _Group) -> None:
         self.emit(self.plain_prefix, self.rails_row(group, group.last))
@@ -441,7 +446,7 @@ class _Painter:
 
     def label_text(self, row: _Row, pos: int, p: _Placed, base: Callable[[], _Row]) -> None:
         """Finish a label row with ` text`; further lines of the text align under the first."""
-        first, *more = p.label.text.split("\n")
+        first, *more = _rows(p.label.text)
         row.write(pos, " " + first, self.style(p))
         self.emit(self.plain_prefix, row)
         for extra in more:
@@ -462,11 +467,12 @@ def render(diag: Diagnostic, color: bool = False) -> str:
     """
     severity = "Error" if diag.is_error else "Warning"
     header = _styled(f"[{diag.code}] {severity}:", _HEADER_STYLE[diag.is_error], color)
-    out = [f"{header} {diag.message}"]
+    message = "\n".join(_rows(diag.message))
+    out = [f"{header} {message}"]
     extras = [(word, text) for word, text in (("Help", diag.help), ("Note", diag.note)) if text]
     if diag.primary is None:
         # Run-time errors have no source box; a help or note still follows, unboxed.
-        out += [f"{word}: {text}" for word, text in extras]
+        out += [f"{word}: {row}" for word, text in extras for row in _rows(str(text))]
         return "\n".join(out) + "\n"
 
     # Labels grouped by source file (identity), the primary's file first.
@@ -497,7 +503,7 @@ def render(diag: Diagnostic, color: bool = False) -> str:
     # Help and Note move right past the rails, when a group drew any.
     indent = " " * max((2 * len(g.rails) + 2 if g.rails else 0) for *_, gs in layout for g in gs)
     for word, text in extras:
-        first, *more = str(text).split("\n")
+        first, *more = _rows(str(text))
         painter.blank()
         painter.emit(painter.plain_prefix + indent + f"{word}: {first}")
         for extra in more:

@@ -38,6 +38,7 @@ __all__ = [
     "PrimError",
     "Tensor",
     "exact_decimal",
+    "exact_mpfr",
     "format_axes",
     "format_number",
     "format_value",
@@ -127,7 +128,10 @@ def _nested(data: Any, shape: tuple[int, ...]) -> Arr:
             for item in d:
                 walk(item, depth + 1)
 
-        walk(data, 0)
+        try:
+            walk(data, 0)
+        except TypeError as e:  # a leaf where a sequence was expected
+            raise ValueError(f"data does not match the shape {shape}") from e
         view = arr.reshape(-1)
         for i, v in enumerate(flat):
             view[i] = v
@@ -293,8 +297,12 @@ def format_axes(axes: Iterable[Axis]) -> str:
     return "[" + ", ".join(str(a) for a in axes) + "]"
 
 
-def _exact(x: Any) -> Any:
-    """`x` as an mpfr holding exactly its value (no rounding to the context precision)."""
+def exact_mpfr(x: Any) -> Any:
+    """`x` (mpfr, float or int) as an mpfr holding exactly its value.
+
+    Unlike `to_mpfr` nothing is rounded to the context precision: a float keeps its 53
+    bits, an int gets as many bits as it needs. Other inputs fall back to `to_mpfr`.
+    """
     if isinstance(x, gmpy2.mpfr):
         return x
     if isinstance(x, float):
@@ -306,7 +314,8 @@ def _exact(x: Any) -> Any:
 
 def _pow10_ge(n: int, d: int, k: int) -> bool:
     """Whether n / d >= 10**k (n, d > 0), in exact integer arithmetic."""
-    return n * 10**-k >= d if k < 0 else n >= d * 10**k
+    scale: int = 10 ** abs(k)  # annotated: mypy types int ** int as Any
+    return n * scale >= d if k < 0 else n >= d * scale
 
 
 def _round_decimal(n: int, d: int, digits: int) -> tuple[str, int]:
@@ -341,7 +350,7 @@ def format_number(x: Any, digits: int) -> str:
     dropped; infinities print `inf`/`-inf` and NaN `nan`.
     """
     p = max(1, digits)
-    x = _exact(x)
+    x = exact_mpfr(x)
     if gmpy2.is_nan(x):
         return "nan"
     if gmpy2.is_infinite(x):
@@ -372,7 +381,7 @@ def exact_decimal(x: Any) -> str:
     rounded: `Fraction(exact_decimal(x)) == x`. Negative zero prints `-0`; infinities and
     NaN print `inf`, `-inf`, `nan` (not JSON numbers: callers must handle them).
     """
-    x = _exact(x)
+    x = exact_mpfr(x)
     if gmpy2.is_nan(x):
         return "nan"
     if gmpy2.is_infinite(x):

@@ -385,7 +385,7 @@ def u32_stream_at(k: Key, i: int) -> int:
 @settings(max_examples=200, deadline=None)
 @given(
     seed=st.integers(0, 2**64 - 1),
-    path=st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")),
+    path=st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00")),
     j=st.integers(0, 2**64 - 1),
     bound=st.integers(1, 2**64 - 1),
 )

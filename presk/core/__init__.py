@@ -1,0 +1,1 @@
+"""PSK-Core: the typed intermediate representation, its text form and its checks."""

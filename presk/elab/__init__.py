@@ -1,0 +1,1 @@
+"""Elaboration: imports, constants in ℚ, modules and instances, dims and bounds."""

@@ -1,0 +1,1 @@
+"""Typing: shapes and broadcasting, primitives' rules, regularity, effects, the checker."""

@@ -1,0 +1,101 @@
+"""`presk check --summary`: the types of functions and lets, regularity and effects."""
+
+from __future__ import annotations
+
+from presk.syntax import ast
+from presk.types.check import CheckedProgram, FnInfo
+
+
+def _signature_line(info: FnInfo) -> str:
+    return f"{info.file.basename} {info.name} : {info.ret}"
+
+
+def _regularity_line(info: FnInfo) -> str:
+    classes = ", ".join(f"{name} {reg}" for name, (reg, _) in info.regularity.items())
+    effects = ", ".join(sorted(info.effects)) or "none"
+    return f"{info.name} : [{classes}] uses {effects}"
+
+
+def summary(checked: CheckedProgram) -> str:
+    """The summary text: per function its type and lets, then regularity and effects."""
+    lines: list[str] = []
+    declared = [info for info in checked.functions if not info.generated]
+    for info in declared:
+        if info.state != "done":
+            continue
+        lines.append(_signature_line(info))
+        lines.extend(f"    let {name} : {ty}" for name, ty in info.lets)
+    lines.append("-- regularity and effects --")
+    lines.extend(_regularity_line(info) for info in checked.functions if info.state == "done")
+    training = training_summary(checked)
+    if training:
+        lines.append("-- training --")
+        lines.extend(training)
+    return "\n".join(lines) + "\n"
+
+
+def _text(node: ast.Expr) -> str:
+    return node.span.source.text[node.span.start : node.span.end]
+
+
+def training_summary(checked: CheckedProgram) -> list[str]:
+    """The training section: the run's model, objective, optimizer, data and dims."""
+    main = checked.program.main
+    lines: list[str] = []
+    for run in main.trainings:
+        fields = {f.name.name: f for f in run.fields}
+
+        def show(key: str) -> str:
+            return _text(fields[key].value).split(".")[-1] if key in fields else "?"
+
+        lines.append(
+            f"training {run.name.name}: model {show('model')}, objective {show('objective')}, "
+            f"optimizer {show('optimizer')}"
+        )
+        objective = checked.find(show("objective"))
+        batch_ty = objective.params[-1][1] if objective and objective.params else None
+        if batch_ty is not None:
+            lines.append(f"    batch   : {batch_ty}")
+            lines.append(f"    sample  : {_sample_type(batch_ty)}")
+        data = fields.get("data")
+        pipeline = _pipeline(data.value) if data else None
+        if pipeline is not None:
+            path, steps, _ = pipeline
+            lines.append(f"    data    : {path} ({', '.join(steps)})")
+        if "epochs" in fields:
+            lines.append(f"    epochs  : {_text(fields['epochs'].value)}")
+        if run.checkpoint is not None:
+            every = _text(run.checkpoint.every)
+            lines.append(f"    ckpt    : every {every} steps to {run.checkpoint.to.value}")
+        if pipeline is not None and pipeline[2]:
+            lines.append("    dims    : " + ", ".join(f"{k} = {v}" for k, v in pipeline[2]))
+    return lines
+
+
+def _sample_type(ty: object) -> str:
+    from presk.elab.ty import Tensor, TupleT
+
+    match ty:
+        case TupleT(items):
+            return "(" + ", ".join(_sample_type(item) for item in items) + ")"
+        case Tensor():
+            return str(ty.with_axes(tuple(a for a in ty.axes if a.name != "batch")))
+    return str(ty)
+
+
+def _pipeline(expr: ast.Expr) -> tuple[str, list[str], list[tuple[str, str]]] | None:
+    """`stream "f" |> shuffle(seed = 3) |> batch(B = 8)` as (path, steps, dims)."""
+    steps: list[str] = []
+    dims: list[tuple[str, str]] = []
+    while isinstance(expr, ast.Binary) and expr.op == ast.BinOp.PIPE:
+        stage = expr.right
+        if isinstance(stage, ast.Call) and isinstance(stage.func, ast.Name):
+            args = [a for a in stage.args if isinstance(a, ast.KwArg)]
+            values = " ".join(_text(a.value) for a in args)
+            steps.insert(0, f"{stage.func.ident.name} {values}".strip())
+            if stage.func.ident.name == "batch":
+                dims.extend((a.name.name, _text(a.value)) for a in args)
+        expr = expr.left
+    if isinstance(expr, ast.Stream):
+        return expr.path.value, steps, dims
+    return None
