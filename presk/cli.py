@@ -1,0 +1,196 @@
+"""The `presk` command line: argparse, one small function per subcommand.
+
+Exit codes: 0 success (warnings allowed), 1 a diagnostic with an error or a
+run-time error, 2 a usage error or a command that is not built yet.
+Diagnostics and errors go to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from presk import __version__
+from presk.diagnostics import CompileError, print_diagnostics
+
+BANNER = (
+    f"presk {__version__}: a compiler for a typed tensor language "
+    "(front end and checker, exact reference interpreter)"
+)
+
+# Every command of the manual's list, with its one-line help. Those not built
+# yet answer with exit code 2 and say so.
+COMMANDS: dict[str, str] = {
+    "check": "Type-check a program: shapes, regularity classes, effects",
+    "run": "Evaluate an entry point on the exact reference interpreter",
+    "export": "Export a program to another framework, or an entry as a C program",
+    "dump": "Print an intermediate representation (development aid)",
+    "train": "Run the `training run` of a file",
+    "serve": "Generate tokens with the file's `inference serve` block",
+    "plan": "Choose a realization plan statically from a layout cost model",
+    "explain": "Write one compilation as a document: every stage and its reasons",
+    "memory": "Count what one call of an entry needs in memory",
+    "autotune": "Measure every point of every nest's layout space",
+    "reprice": "Price the points of a recorded measurement again under another profile",
+    "rank": "Rank the accuracy of the layout cost model on two days of measurement",
+    "refit": "Fit a profile's layout cost model again on its samples",
+    "bench": "Time an entry on every backend",
+    "calibrate": "Measure the magnitude envelope of an entry or a training step",
+    "solve": "Solve for a realization under a declared error budget",
+    "quantize": "Quantise parameters as a realization says and measure the gap",
+    "data": "Produce and inspect `.psk.d` data files",
+}
+
+NOT_BUILT = {
+    "export": "the C and PyTorch exports come with the native backend",
+    "train": "training needs differentiation and the optimizer, not built yet",
+    "serve": "serving is not built yet",
+    "plan": "layout planning is not built yet",
+    "explain": "the explain document is not built yet",
+    "memory": "memory accounting is not built yet",
+    "autotune": "autotuning needs the native backend",
+    "reprice": "layout cost models are not built yet",
+    "rank": "layout cost models are not built yet",
+    "refit": "layout cost models are not built yet",
+    "bench": "benchmarks need the native backend",
+    "calibrate": "calibration is not built yet",
+    "solve": "precision budgets are not built yet",
+    "quantize": "quantisation is not built yet",
+    "data": "`.psk.d` data files are not built yet",
+}
+
+
+class UsageError(Exception):
+    """A bad flag or argument value: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: {message}\n")
+        sys.exit(2)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the .psk source file")
+    parser.add_argument(
+        "--const",
+        action="append",
+        default=[],
+        metavar="NAME=V",
+        help="override a constant (exact: integer, decimal or fraction); repeatable",
+    )
+
+
+def _entry_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--entry", help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`")
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="bind a dimension, or name an axis of an open prefix `...`; repeatable",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    parser = _Parser(prog="presk", description=BANNER)
+    parser.add_argument("-V", "--version", action="version", version=f"presk {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+
+    check = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
+    _common(check)
+    check.add_argument(
+        "--summary", action="store_true", help="print the types of functions and lets, "
+        "their regularity classes and effects"
+    )
+
+    run = sub.add_parser("run", help=COMMANDS["run"], description=COMMANDS["run"])
+    _common(run)
+    _entry_args(run)
+    run.add_argument("--seed", default="0", help="the seed of every synthesized input (default 0)")
+    run.add_argument("--bits", default="256", help="MPFR precision in bits (default 256)")
+    run.add_argument("--digits", default="12", help="significant digits printed (default 12)")
+    run.add_argument("--verbose", action="store_true", help="print θ and the inputs first")
+    run.add_argument("--json", action="store_true", help="print inputs and outputs as JSON")
+    run.add_argument(
+        "--backend", default="interp", help="interp (the exact reference; the only one so far)"
+    )
+
+    dump = sub.add_parser("dump", help=COMMANDS["dump"], description=COMMANDS["dump"])
+    _common(dump)
+    dump.add_argument(
+        "--stage",
+        required=True,
+        help="tokens, ast, elab or core (later: core-after-ad, core-opt, sched, kernel)",
+    )
+    _entry_args(dump)
+    dump.add_argument(
+        "--unroll-stack", action="store_true", help="write a stack as L calls instead of a fold"
+    )
+
+    for name, text in COMMANDS.items():
+        if name in ("check", "run", "dump"):
+            continue
+        other = sub.add_parser(name, help=text, description=f"{text} (not built yet)")
+        other.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `presk` script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command in NOT_BUILT:
+        sys.stderr.write(f"presk {args.command}: not built yet: {NOT_BUILT[args.command]}\n")
+        return 2
+    handler: Callable[[argparse.Namespace], int] = _HANDLERS[args.command]
+    try:
+        return handler(args)
+    except UsageError as error:
+        sys.stderr.write(f"presk {args.command}: {error}\n")
+        return 2
+    except CompileError as error:
+        print_diagnostics(error.diagnostics, sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write(f"presk {args.command}: interrupted\n")
+        return 130
+
+
+def _check(args: argparse.Namespace) -> int:
+    from presk import pipeline
+
+    return pipeline.check(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from presk import pipeline
+
+    return pipeline.run(args)
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from presk import pipeline
+
+    return pipeline.dump(args)
+
+
+_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "check": _check,
+    "run": _run,
+    "dump": _dump,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

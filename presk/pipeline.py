@@ -1,0 +1,159 @@
+"""The compiler's stages in order, and the commands built on them.
+
+    syntax/   lex, parse                      -> AST
+    elab/     imports, constants, dims        -> Program
+    types/    check, lower                    -> CheckedProgram (with PSK-Core)
+    interp/   evaluate on MPFR                -> values
+
+Each command function takes parsed arguments and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from fractions import Fraction
+
+from presk.diagnostics import CompileError, Sink, print_diagnostics
+from presk.elab.program import LoadError, load, read_source
+from presk.types.check import CheckedProgram, check_program
+
+
+class CommandError(Exception):
+    """A failure to report as one line and exit code 1 (a file that cannot be read)."""
+
+
+def parse_number(text: str) -> Fraction:
+    """An exact number from the command line: `3`, `0.5`, `1e-3`, `8/3`."""
+    try:
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(text) from None
+
+
+def parse_bindings(items: list[str], flag: str) -> dict[str, str]:
+    """`NAME=V` pairs from a repeatable flag, in order."""
+    from presk.cli import UsageError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier() or not value.strip():
+            raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
+        out[name] = value.strip()
+    return out
+
+
+def const_overrides(items: list[str]) -> dict[str, Fraction]:
+    from presk.cli import UsageError
+
+    out: dict[str, Fraction] = {}
+    for name, value in parse_bindings(items, "--const").items():
+        try:
+            out[name] = parse_number(value)
+        except ValueError:
+            raise UsageError(
+                f"--const {name}={value}: not a number (give an integer, a decimal or a fraction)"
+            ) from None
+    return out
+
+
+def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram, Sink]:
+    """Load and check a program; raises CompileError (warnings included) on errors."""
+    sink = Sink()
+    try:
+        program = load(path, overrides, sink)
+    except LoadError as error:
+        raise CommandError(str(error)) from None
+    checked = check_program(program, sink)
+    sink.check()
+    return checked, sink
+
+
+def _guard(command: str, body: "Callable[[], int]") -> int:
+    try:
+        return body()
+    except CommandError as error:
+        sys.stderr.write(f"presk {command}: {error}\n")
+        return 1
+
+
+def check(args: argparse.Namespace) -> int:
+    """`presk check FILE [--summary]`."""
+
+    def body() -> int:
+        from presk.types.summary import summary
+
+        checked, sink = front_end(args.file, const_overrides(args.const))
+        print_diagnostics(sink.diagnostics, sys.stderr)
+        if args.summary:
+            sys.stdout.write(summary(checked))
+        return 0
+
+    return _guard("check", body)
+
+
+def dump(args: argparse.Namespace) -> int:
+    """`presk dump FILE --stage STAGE`."""
+    from presk.cli import UsageError
+
+    stage = args.stage
+
+    def body() -> int:
+        if stage == "tokens":
+            from presk.syntax.lexer import lex
+
+            sink = Sink()
+            tokens = lex(_source(args.file), sink)
+            print_diagnostics(sink.diagnostics, sys.stderr)
+            sys.stdout.write("".join(t.dump() + "\n" for t in tokens))
+            return 1 if sink.has_errors else 0
+        if stage == "ast":
+            from presk.syntax import ast
+            from presk.syntax.parser import parse
+
+            sink = Sink()
+            tree = parse(_source(args.file), sink)
+            print_diagnostics(sink.diagnostics, sys.stderr)
+            sys.stdout.write(ast.dump(tree))
+            return 1 if sink.has_errors else 0
+        if stage in ("elab", "core"):
+            checked, sink = front_end(args.file, const_overrides(args.const))
+            print_diagnostics(sink.diagnostics, sys.stderr)
+            if stage == "elab":
+                from presk.types.elab_dump import elab_dump
+
+                sys.stdout.write(elab_dump(checked))
+            else:
+                from presk.core.text import module_text
+
+                sys.stdout.write(module_text(checked.core))
+            return 0
+        later = ("core-after-ad", "core-opt", "sched", "kernel", "sensitivity", "network")
+        if stage in later:
+            sys.stderr.write(f"presk dump: stage `{stage}` is not built yet\n")
+            return 2
+        raise UsageError(f"--stage {stage}: unknown stage (tokens, ast, elab, core)")
+
+    return _guard("dump", body)
+
+
+def _source(path: str) -> "Source":
+    try:
+        return read_source(path)
+    except LoadError as error:
+        raise CommandError(str(error)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`presk run FILE --entry E …` on the reference interpreter."""
+    from presk.interp.run import run_command
+
+    return _guard("run", lambda: run_command(args))
+
+
+from collections.abc import Callable  # noqa: E402
+from presk.diagnostics import Source  # noqa: E402
+
+__all__ = ["CompileError", "check", "dump", "run"]
