@@ -1,0 +1,322 @@
+"""The reference interpreter: PSK-Core evaluated exactly on MPFR.
+
+`Interpreter.call(fn, dims, args)` evaluates a Core function at concrete
+dimension values. Every arithmetic operation is one correctly rounded MPFR
+operation at the precision of the gmpy2 context the caller sets (`--bits`);
+sums run in increasing index order (presk/interp/prims.py). Values are
+`Tensor`s, `Tree`s (parameter trees), tuples, exact `Fraction`s
+(hyperparameters) and random `Key`s.
+
+After each instruction the value's axes are renamed to the instruction's
+static type, so run-time names always agree with what the checker proved
+(a value passed to `ℝ[..., In]` loses its caller's name for that axis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+
+from presk.core import ir
+from presk.elab.presburger import Lin
+from presk.elab.ty import Elem
+from presk.elab.ty import Tensor as TensorT
+from presk.elab.ty import Type
+from presk.interp import prims, rng
+from presk.interp.tensor import Axis, Kind, PrimError, Tensor
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A parameter tree: named leaves (tensors) and subtrees, in declaration order."""
+
+    items: tuple[tuple[str, Value], ...]
+
+    def __getitem__(self, name: str) -> Value:
+        for key, value in self.items:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def leaves(self, prefix: str = "") -> list[tuple[str, Tensor]]:
+        """Every leaf with its dotted path."""
+        out: list[tuple[str, Tensor]] = []
+        for key, value in self.items:
+            if isinstance(value, Tree):
+                out.extend(value.leaves(f"{prefix}{key}."))
+            elif isinstance(value, Tensor):
+                out.append((prefix + key, value))
+        return out
+
+    def layer(self, index: int) -> Tree:
+        """Layer `index` of a stacked tree: every leaf's first axis fixed."""
+        items: list[tuple[str, Value]] = []
+        for key, value in self.items:
+            if isinstance(value, Tree):
+                items.append((key, value.layer(index)))
+            elif isinstance(value, Tensor):
+                items.append((key, Tensor(value.kind, value.axes[1:], value.data[index], value.bound)))
+            else:
+                items.append((key, value))
+        return Tree(tuple(items))
+
+
+Value = Tensor | Tree | tuple[Any, ...] | Fraction | rng.Key
+
+
+class RunError(Exception):
+    """A run-time failure (E7001), with the site where it happened."""
+
+    def __init__(self, message: str, site: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.site = site
+
+
+class NotBuilt(Exception):
+    """An operation whose evaluation belongs to a stage not built yet."""
+
+
+class Interpreter:
+    """Evaluates the functions of a Core module."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.functions = {fn.name: fn for fn in module.functions}
+        self.init_hook: Any = None  # set by the runner: builds θ for `M.init`
+
+    def call(self, name: str, dims: dict[str, int], args: list[Value]) -> Value:
+        """Evaluate function `name` with dimension values `dims` on `args`."""
+        fn = self.functions[name]
+        env: dict[int, Value] = {}
+        for param, arg in zip(fn.params, args, strict=True):
+            env[param.index] = _conform(arg, param.type, dims)
+        for instr in fn.body:
+            try:
+                value = self.step(fn, instr, env, dims)
+            except PrimError as error:
+                raise RunError(error.message, _site(fn, instr)) from None
+            env[instr.index] = _conform(value, instr.type, dims)
+        return self.operand(fn.result, env)
+
+    def operand(self, op: ir.Operand, env: dict[int, Value]) -> Value:
+        match op:
+            case ir.Ref(index):
+                return env[index]
+            case ir.Lit(value):
+                return value
+
+    def step(self, fn: ir.Function, instr: ir.Instr, env: dict[int, Value], dims: dict[str, int]) -> Value:
+        op = instr.op
+        match op:
+            case ir.Prim(name, args, _):
+                values = [self.operand(a, env) for a in args]
+                return self.prim(op, values, dims, instr)
+            case ir.Call(callee, call_dims, args):
+                values = [self.operand(a, env) for a in args]
+                inner = {d: _int(size, dims) for d, size in call_dims}
+                if callee.endswith(".init") and callee not in self.functions:
+                    raise RunError(f"no initializer `{callee}`")
+                return self.call(callee, inner, values)
+            case ir.Fold(callee, call_dims, stacked, count, init, _):
+                tree = self.operand(stacked, env)
+                assert isinstance(tree, Tree)
+                inner = {d: _int(size, dims) for d, size in call_dims}
+                value = self.operand(init, env)
+                for layer in range(_int(count, dims)):
+                    value = self.call(callee, inner, [tree.layer(layer), value])
+                return value
+            case ir.Field(tree_op, name):
+                tree = self.operand(tree_op, env)
+                assert isinstance(tree, Tree)
+                return tree[name]
+            case ir.Slice(tree_op, index):
+                tree = self.operand(tree_op, env)
+                assert isinstance(tree, Tree)
+                return tree.layer(index)
+            case ir.MakeTuple(items):
+                return tuple(self.operand(item, env) for item in items)
+            case ir.Get(tuple_op, index):
+                value = self.operand(tuple_op, env)
+                assert isinstance(value, tuple)
+                return value[index]  # type: ignore[no-any-return]
+            case ir.GradOf():
+                raise NotBuilt(
+                    "`grad` is evaluated by reverse-mode differentiation, which is not built yet"
+                )
+
+    def prim(self, op: ir.Prim, values: list[Value], dims: dict[str, int], instr: ir.Instr) -> Value:
+        name = op.name
+        if name in _ELEMENTWISE:
+            return _ELEMENTWISE[name](*(_as_tensor(v) for v in values))
+        if name in _UNARY:
+            return _UNARY[name](_as_tensor(values[0]))
+        axis = op.attr("axis")
+        match name:
+            case "pow":
+                base = _as_tensor(values[0])
+                exponent = values[1]
+                if isinstance(exponent, Fraction) and exponent.denominator == 1:
+                    return prims.pow_(base, int(exponent))
+                return prims.pow_(base, _as_tensor(exponent))
+            case "sum" | "mean" | "max":
+                reduce = {"sum": prims.reduce_sum, "mean": prims.reduce_mean, "max": prims.reduce_max}
+                return reduce[name](_as_tensor(values[0]), axis if isinstance(axis, str) else None)
+            case "dot":
+                return prims.dot(_as_tensor(values[0]), _as_tensor(values[1]))
+            case "ein":
+                a, b = _as_tensor(values[0]), _as_tensor(values[1])
+                relabel = op.attr("relabel") or ()
+                for old, new in relabel:  # type: ignore[union-attr, misc]
+                    b = prims.rename_axis(b, old, new)
+                out = op.attr("out")
+                assert isinstance(out, tuple)
+                return prims.ein([str(n) for n in out], a, b)
+            case "softmax":
+                assert isinstance(axis, str)
+                mask = _as_tensor(values[1]) if len(values) > 1 else None
+                return prims.softmax(_as_tensor(values[0]), axis, mask)
+            case "log_softmax":
+                assert isinstance(axis, str)
+                return prims.log_softmax(_as_tensor(values[0]), axis)
+            case "cross_entropy":
+                logits = _as_tensor(values[0])
+                return prims.cross_entropy(logits, _as_tensor(values[1]), logits.rank - 1)
+            case "causal_mask" | "positions":
+                size = op.attr("size")
+                assert isinstance(size, Lin) and isinstance(axis, str)
+                make = prims.causal_mask if name == "causal_mask" else prims.positions
+                return make(axis, _int(size, dims))
+            case "embed":
+                return prims.embed(_as_tensor(values[0]), _as_tensor(values[1]))
+            case "one_hot":
+                return prims.one_hot(_as_tensor(values[0]))
+            case "argmax":
+                x = _as_tensor(values[0])
+                return prims.argmax(x, axis if isinstance(axis, str) else x.rank - 1)
+            case "sample":
+                key, logits = values[0], _as_tensor(values[1])
+                assert isinstance(key, rng.Key)
+                rows = logits.size // logits.shape[-1] if logits.shape[-1] else 0
+                return prims.sample(rng.uniforms(key, rows), logits, logits.rank - 1)
+            case "dropout":
+                key, rate, x = values[0], values[1], _as_tensor(values[2])
+                assert isinstance(key, rng.Key)
+                p = rate if isinstance(rate, Fraction) else _as_tensor(rate).item()
+                if not 0 <= p < 1:
+                    raise PrimError(f"dropout rate {p} outside [0, 1)")
+                return prims.dropout(rng.uniforms(key, x.size), gmpy2.mpfr(p), x)
+            case "real":
+                value = values[0]
+                if isinstance(value, Fraction):
+                    return prims.real(value)
+                return prims.real(_as_tensor(value))
+            case "merge":
+                names = op.attr("axes")
+                assert isinstance(names, tuple)
+                return prims.merge(_as_tensor(values[0]), str(names[0]), str(names[1]))
+            case "split":
+                parts = op.attr("parts")
+                assert isinstance(parts, tuple) and isinstance(axis, str)
+                static = instr.type
+                assert isinstance(static, TensorT)
+                x = _as_tensor(values[0])
+                index = [a.name for a in x.axes].index(axis)
+                sizes = [
+                    _int(a.size, dims) for a in static.axes if a.name in parts
+                ]
+                del index
+                return prims.split(x, axis, [Axis(str(n), s) for n, s in zip(parts, sizes, strict=True)])
+            case "split_heads":
+                heads = op.attr("heads")
+                static = instr.type
+                assert isinstance(static, TensorT)
+                count = next(_int(a.size, dims) for a in static.axes if a.name == heads)
+                return prims.split_heads(_as_tensor(values[0]), str(heads), count)
+            case "merge_heads":
+                return prims.merge_heads(_as_tensor(values[0]))
+            case "dim":
+                size = op.attr("size")
+                assert isinstance(size, Lin)
+                return prims.real(Fraction(_int(size, dims)))
+            case "init":
+                key = values[0]
+                assert isinstance(key, rng.Key) and isinstance(instr.type, object)
+                if self.init_hook is None:
+                    raise NotBuilt("initializers run only from `presk run`")
+                return self.init_hook(instr.type, dims, key)  # type: ignore[no-any-return]
+        raise NotBuilt(f"the primitive `{name}` has no evaluation yet")
+
+
+_ELEMENTWISE = {
+    "add": prims.add,
+    "sub": prims.sub,
+    "mul": prims.mul,
+    "div": prims.div,
+}
+
+_UNARY = {
+    "neg": prims.neg,
+    "exp": prims.exp,
+    "log": prims.log,
+    "sqrt": prims.sqrt,
+    "tanh": prims.tanh,
+    "sin": prims.sin,
+    "cos": prims.cos,
+    "erf": prims.erf,
+    "gelu": prims.gelu,
+    "relu": prims.relu,
+    "abs": prims.abs_,
+}
+
+# Primitives the interpreter evaluates (a test checks it covers the checker's table).
+EVALUATED = frozenset(
+    set(_ELEMENTWISE)
+    | set(_UNARY)
+    | {
+        "pow", "sum", "mean", "max", "dot", "ein", "softmax", "log_softmax", "cross_entropy",
+        "causal_mask", "positions", "embed", "one_hot", "argmax", "sample", "dropout", "real",
+        "merge", "split", "split_heads", "merge_heads", "dim", "init",
+    }
+)
+
+
+def _site(fn: ir.Function, instr: ir.Instr) -> str:
+    name = f"%{instr.index}" + (f" ({instr.name})" if instr.name else "")
+    return f"{fn.name}/{name}"
+
+
+def _int(size: Lin, dims: dict[str, int]) -> int:
+    value = size.subst({k: Fraction(v) for k, v in dims.items()})
+    if not value.is_const or value.const.denominator != 1:
+        raise RunError(f"size {size} is not a whole number at {dims}")
+    return int(value.const)
+
+
+def _as_tensor(value: Value) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, Fraction):
+        return prims.real(value)
+    raise TypeError(f"expected a tensor, got {type(value).__name__}")
+
+
+def _conform(value: Value, ty: Type, dims: dict[str, int]) -> Value:
+    """Rename a tensor's trailing axes to its static type's names (see the module doc)."""
+    if not isinstance(value, Tensor) or not isinstance(ty, TensorT):
+        return value
+    if isinstance(value, Tensor) and ty.elem == Elem.REAL and value.kind != Kind.REAL:
+        return value
+    n = len(ty.axes)
+    if value.rank < n:
+        return value
+    head = value.axes[: value.rank - n]
+    tail = tuple(
+        Axis(static.name, axis.size)
+        for static, axis in zip(ty.axes, value.axes[value.rank - n :], strict=True)
+    )
+    if head + tail == value.axes:
+        return value
+    return value.with_axes(head + tail)

@@ -1,0 +1,116 @@
+"""Shared test infrastructure: the `--update-golden` option and an in-process `presk`.
+
+`run_presk(*args)` calls `presk.cli.main` in this process with stdout and stderr
+captured, NO_COLOR set and the repository root as the working directory, and
+returns `(exit_code, stdout, stderr)`. A `SystemExit` raised by argparse
+(`--help`, `--version`, a usage error) becomes the exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Plain output everywhere, also for subprocesses the tests start.
+os.environ["NO_COLOR"] = "1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files (tests/diag/*.out, tests/golden/*.out) instead of comparing",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+class _Capture(io.StringIO):
+    """A text stream that is never a terminal, so diagnostics are never coloured."""
+
+    def isatty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _chdir(path: Path) -> Iterator[None]:
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def run_presk(*args: str, cwd: Path | str = REPO_ROOT) -> tuple[int, str, str]:
+    """Run `presk ARGS…` in process; returns (exit code, stdout, stderr)."""
+    from presk.cli import main
+
+    out, err = _Capture(), _Capture()
+    old_env = os.environ.get("NO_COLOR")
+    os.environ["NO_COLOR"] = "1"
+    try:
+        with (
+            _chdir(Path(cwd)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:
+                code = _exit_code(exit_.code)
+    finally:
+        if old_env is None:
+            os.environ.pop("NO_COLOR", None)
+        else:
+            os.environ["NO_COLOR"] = old_env
+    return code, out.getvalue(), err.getvalue()
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1  # sys.exit("message") prints the message and exits 1
+
+
+@pytest.fixture
+def presk() -> Callable[..., tuple[int, str, str]]:
+    """The `run_presk` helper as a fixture."""
+    return run_presk
+
+
+def compare_golden(path: Path, actual: str, update: bool) -> None:
+    """Compare `actual` with the golden file `path`, or rewrite it with --update-golden."""
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != actual:
+            path.write_text(actual, encoding="utf-8")
+        return
+    if not path.exists():
+        pytest.fail(f"missing golden file {path.relative_to(REPO_ROOT)}; run with --update-golden")
+    expected = path.read_text(encoding="utf-8")
+    if actual != expected:
+        import difflib
+
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                actual.splitlines(keepends=True),
+                fromfile=f"{path.relative_to(REPO_ROOT)} (expected)",
+                tofile="actual",
+            )
+        )
+        pytest.fail(f"output differs from {path.relative_to(REPO_ROOT)}:\n{diff}", pytrace=False)
