@@ -188,6 +188,8 @@ def _value_text(value: Value, digits: int) -> str:
         return str(value)
     if isinstance(value, rng.Key):
         return f"key({value.k0:#010x}, {value.k1:#010x})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_value_text(item, digits) for item in value) + ")"
     return str(value)
 
 
