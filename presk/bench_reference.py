@@ -1,0 +1,71 @@
+"""`make bench-reference`: time the reference interpreter on the tiny MiniGPT loss.
+
+Prints the median of a few runs of `presk run` on
+tests/examples/minigpt/train_minigpt.psk (V=64 D=16 H=2 L=2, B=2 T=8) at 256
+and 64 bits, against a NumPy float64 evaluation of the same entry's matrix
+products as a scale for the machine. The goal is under 2 s at 256 bits.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from argparse import Namespace
+
+EXAMPLE = "tests/examples/minigpt/train_minigpt.psk"
+CONSTS = ["V=64", "D=16", "H=2", "L=2"]
+
+
+def _time_run(bits: int, repeat: int) -> list[float]:
+    from presk.interp.run import run_command
+
+    times = []
+    for _ in range(repeat):
+        args = Namespace(
+            file=EXAMPLE, const=CONSTS, entry="loss", dim=["B=2", "T=8"], seed="0",
+            bits=str(bits), digits="12", verbose=False, json=False, backend="interp",
+        )
+        start = time.perf_counter()
+        out = sys.stdout
+        sys.stdout = open("/dev/null", "w")  # noqa: SIM115
+        try:
+            run_command(args)
+        finally:
+            sys.stdout.close()
+            sys.stdout = out
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _numpy_scale(repeat: int) -> float:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 64)), rng.standard_normal((64, 64))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(100):
+            a @ b
+        times.append((time.perf_counter() - start) / 100)
+    return statistics.median(times)
+
+
+def main() -> int:
+    """Print the timings."""
+    print("tiny MiniGPT loss (V=64 D=16 H=2 L=2, B=2 T=8) on the reference interpreter")
+    scale = _numpy_scale(5)
+    for bits in (256, 64):
+        times = _time_run(bits, 3)
+        median = statistics.median(times)
+        print(
+            f"  {bits:>3} bits: median {median:.3f} s, best {min(times):.3f} s "
+            f"({median / scale:,.0f}× a 16×64·64×64 numpy float64 matmul)"
+        )
+    print("goal: under 2 s at 256 bits")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

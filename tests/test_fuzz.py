@@ -1,0 +1,292 @@
+"""Property tests: no input makes the front end crash.
+
+Random strings of the language's tokens and of arbitrary Unicode, and random mutations
+of the tutorial programs (tokens or characters deleted, duplicated, swapped or inserted),
+go through `presk check` (and a few other front-end commands) in process. Every outcome
+must be an exit code 0, 1 or 2 with no exception escaping and no traceback; a program
+is either accepted or rejected with diagnostics. The lexer and parser are also driven
+directly on random token streams.
+
+`PRESK_FUZZ_SCALE=N` multiplies the number of examples (for a longer hunt).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO_ROOT, run_presk
+from presk.diagnostics import Sink, Source, render
+from presk.syntax.lexer import lex
+from presk.syntax.parser import parse, parse_expression
+from presk.syntax.tokens import KEYWORDS, Kind
+
+TUTORIAL = REPO_ROOT / "tutorial"
+TUTORIAL_FILES = sorted(p.name for p in TUTORIAL.glob("*.psk"))
+SCALE = max(1, int(os.environ.get("PRESK_FUZZ_SCALE", "1")))
+
+
+def examples(n: int) -> int:
+    return n * SCALE
+
+
+FUZZ_SETTINGS = dict(
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+# --- the language's vocabulary ---------------------------------------------------------------
+
+PUNCT = [
+    "...", "->", "==", "!=", "<=", ">=", "|>", "≤", "≥", "≠", "→", "−", "(", ")", "[", "]",
+    "{", "}", ",", ":", ".", "=", "<", ">", "+", "-", "*", "/", "%", "^", "·", "@", "λ",
+    "ℝ", "\\",
+]
+WORDS = [
+    *KEYWORDS,
+    "x", "y", "w", "b", "θ", "ŷ", "σ²", "key", "net", "nat", "int", "f64", "f32", "init",
+    "zeros", "ones", "xavier_uniform", "stream", "checkpoint", "every", "steps", "to",
+    "Rand", "B", "T", "D", "H", "In", "Out", "batch", "model", "seq", "seq2", "heads", "hd",
+    "Linear", "RMSNorm", "Block", "Tower", "lin", "norm", "apply", "params", "softmax",
+    "mean", "sum", "max", "exp", "log", "sqrt", "tanh", "gelu", "relu", "argmax", "sample",
+    "real", "embed", "one_hot", "causal_mask", "positions", "merge", "split", "split_heads",
+    "merge_heads", "cross_entropy", "dropout", "ein", "grad", "where", "eps",
+]
+NUMBERS = ["0", "1", "2", "3", "4", "8", "1024", "1e-6", "0.5", "2.0", "1e3", "007", "10"]
+STRINGS = ['"01_linear.psk"', '"02_norm.psk"', '"06_tower.psk"', '"x"', '""', '"data/p.psk.d"']
+LAYOUT = ["\n", "\n  ", "\n    ", " ", "  ", "\t", "-- comment\n", "\r\n"]
+# A few whole fragments that reach deep into the checker.
+FRAGMENTS = [
+    "fn f(x : ℝ[4]) -> ℝ[4] =\n  ",
+    "fn g{A : dim}(x : ℝ[..., A]) -> ℝ[..., A] =\n  ",
+    "module M{D : dim} {\n  param w : ℝ[D, D]  init = zeros\n  fn apply(x : ℝ[..., D]) -> ℝ[..., D] =\n    ",  # noqa: E501
+    "const N : nat = ",
+    "static assert ",
+    "dim B\n",
+    "dim T <= 16\n",
+    "type Q = ℝ[batch: B, seq: T]\n",
+    'import "01_linear.psk" as lin\n',
+    "let z = ",
+    "grad(λ θ. ",
+    "ein[batch, seq](",
+    "softmax(axis seq, ",
+    "mean(axis model, ",
+    "(N : ℝ)",
+    "stack{3}(",
+    "use blocks : stack{2}(Block)\n",
+    "}\n",
+]
+
+token = st.sampled_from(PUNCT + WORDS + NUMBERS + STRINGS + LAYOUT + FRAGMENTS)
+unicode_char = st.characters(blacklist_categories=("Cs",))
+piece = st.one_of(token, token, token, st.text(unicode_char, min_size=1, max_size=3))
+program = st.lists(piece, max_size=60).map(lambda parts: " ".join(parts))
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with copies of the tutorial files, so that imports resolve."""
+    root = tmp_path_factory.mktemp("fuzz")
+    for name in TUTORIAL_FILES:
+        shutil.copy(TUTORIAL / name, root / name)
+    return root
+
+
+COMMANDS: list[tuple[str, ...]] = [
+    ("check",),
+    ("check", "--summary"),
+    ("dump", "--stage", "tokens"),
+    ("dump", "--stage", "ast"),
+    ("dump", "--stage", "elab"),
+    ("dump", "--stage", "core"),
+]
+
+
+def run_on(workdir: Path, text: str, command: tuple[str, ...] = ("check",)) -> None:
+    """Run a front-end command on `text`; fail on a crash, a traceback or a bad exit code."""
+    path = workdir / "fuzz_case.psk"
+    path.write_text(text, encoding="utf-8")
+    try:
+        code, out, err = run_presk(command[0], str(path), *command[1:], cwd=workdir)
+    except Exception as error:  # noqa: BLE001 - any escaping exception is the bug we look for
+        raise AssertionError(
+            f"`presk {' '.join(command)}` raised {type(error).__name__}: {error}\n"
+            f"input: {text!r}"
+        ) from error
+    assert code in (0, 1, 2), f"exit code {code} for input {text!r}"
+    assert "Traceback" not in err, f"traceback for input {text!r}:\n{err}"
+    if code == 1 and command[0] == "check":
+        assert err.strip(), f"exit 1 without a message for input {text!r}"
+    if code == 0 and command[0] == "check":
+        assert "Error:" not in err, f"exit 0 with an error for input {text!r}:\n{err}"
+
+
+# --- (a) random token soup -------------------------------------------------------------------
+
+
+@settings(max_examples=examples(300), **FUZZ_SETTINGS)
+@given(text=program)
+def test_random_programs_do_not_crash(workdir: Path, text: str) -> None:
+    run_on(workdir, text)
+
+
+@settings(max_examples=examples(100), **FUZZ_SETTINGS)
+@given(text=program, command=st.sampled_from(COMMANDS))
+def test_random_programs_other_commands(workdir: Path, text: str, command: tuple[str, ...]) -> None:
+    run_on(workdir, text, command)
+
+
+@settings(max_examples=examples(100), **FUZZ_SETTINGS)
+@given(text=st.text(unicode_char, max_size=200))
+def test_random_unicode_does_not_crash(workdir: Path, text: str) -> None:
+    run_on(workdir, text)
+
+
+# --- (b) mutations of the tutorial programs --------------------------------------------------
+
+# Lexical pieces of a source: words, numbers, strings, comments, runs of blanks, single
+# other characters. Joined back they give the text exactly.
+PIECE = re.compile(r'--[^\n]*|"[^"\n]*"?|\w+|\.\.\.|->|==|!=|<=|>=|\|>|\n|[ \t]+|.', re.UNICODE)
+
+
+def pieces(text: str) -> list[str]:
+    parts = PIECE.findall(text)
+    assert "".join(parts) == text
+    return parts
+
+
+@st.composite
+def mutated_tutorial(draw: st.DrawFn) -> tuple[str, str]:
+    name = draw(st.sampled_from(TUTORIAL_FILES))
+    parts = pieces((TUTORIAL / name).read_text(encoding="utf-8"))
+    for _ in range(draw(st.integers(1, 4))):
+        if not parts:
+            parts = [""]
+        i = draw(st.integers(0, len(parts) - 1))
+        op = draw(
+            st.sampled_from(
+                ["delete", "duplicate", "swap", "insert", "replace", "char_delete", "char_insert"]
+            )
+        )
+        if op == "delete":
+            del parts[i]
+        elif op == "duplicate":
+            parts.insert(i, parts[i])
+        elif op == "swap":
+            j = draw(st.integers(0, len(parts) - 1))
+            parts[i], parts[j] = parts[j], parts[i]
+        elif op == "insert":
+            parts.insert(i, draw(token))
+        elif op == "replace":
+            parts[i] = draw(st.one_of(token, st.text(unicode_char, min_size=1, max_size=2)))
+        elif op == "char_delete" and parts[i]:
+            k = draw(st.integers(0, len(parts[i]) - 1))
+            parts[i] = parts[i][:k] + parts[i][k + 1 :]
+        elif op == "char_insert":
+            k = draw(st.integers(0, len(parts[i])))
+            parts[i] = parts[i][:k] + draw(unicode_char) + parts[i][k:]
+    return name, "".join(parts)
+
+
+@settings(max_examples=examples(400), **FUZZ_SETTINGS)
+@given(case=mutated_tutorial())
+def test_mutated_tutorials_do_not_crash(workdir: Path, case: tuple[str, str]) -> None:
+    _, text = case
+    run_on(workdir, text)
+
+
+@settings(max_examples=examples(100), **FUZZ_SETTINGS)
+@given(case=mutated_tutorial(), command=st.sampled_from(COMMANDS))
+def test_mutated_tutorials_other_commands(
+    workdir: Path, case: tuple[str, str], command: tuple[str, ...]
+) -> None:
+    _, text = case
+    run_on(workdir, text, command)
+
+
+@settings(max_examples=examples(100), **FUZZ_SETTINGS)
+@given(
+    case=mutated_tutorial(),
+    const=st.sampled_from(["D", "H", "L", "HD"]),
+    value=st.sampled_from(["0", "1", "3", "5", "1/2", "-1", "0.25", "1000000"]),
+)
+def test_mutated_tutorials_with_const(
+    workdir: Path, case: tuple[str, str], const: str, value: str
+) -> None:
+    _, text = case
+    run_on(workdir, text, ("check", "--const", f"{const}={value}"))
+
+
+@pytest.mark.parametrize("name", TUTORIAL_FILES)
+@pytest.mark.parametrize("value", ["0", "1", "3", "7", "1/2", "-2", "100"])
+def test_tutorial_const_overrides(workdir: Path, name: str, value: str) -> None:
+    """Every constant of every tutorial, overridden with odd values."""
+    text = (TUTORIAL / name).read_text(encoding="utf-8")
+    for const in ("D", "H", "HD", "L"):
+        if re.search(rf"^const {const}\b", text, re.MULTILINE):
+            run_on(workdir, text, ("check", "--summary", "--const", f"{const}={value}"))
+
+
+def test_every_tutorial_prefix(workdir: Path) -> None:
+    """Each tutorial cut after every token: a truncated file never crashes the front end."""
+    for name in TUTORIAL_FILES:
+        parts = pieces((TUTORIAL / name).read_text(encoding="utf-8"))
+        for end in range(len(parts) + 1):
+            run_on(workdir, "".join(parts[:end]))
+
+
+def test_every_tutorial_token_deleted(workdir: Path) -> None:
+    """Each tutorial with each single non-blank piece deleted."""
+    for name in TUTORIAL_FILES:
+        parts = pieces((TUTORIAL / name).read_text(encoding="utf-8"))
+        for i, part in enumerate(parts):
+            if part.strip():
+                run_on(workdir, "".join(parts[:i] + parts[i + 1 :]))
+
+
+# --- the lexer and parser alone --------------------------------------------------------------
+
+
+@settings(max_examples=examples(500), **FUZZ_SETTINGS)
+@given(text=program)
+def test_lexer_and_parser_direct(text: str) -> None:
+    source = Source("fuzz.psk", text)
+    sink = Sink()
+    tokens = lex(source, sink)
+    assert tokens and tokens[-1].kind == Kind.EOF
+    assert sum(t.kind == Kind.EOF for t in tokens) == 1
+    previous_end = 0
+    for t in tokens:
+        assert 0 <= t.span.start <= t.span.end <= len(text)
+        assert t.span.start >= previous_end, "tokens overlap or go backwards"
+        previous_end = t.span.end
+        t.dump()  # byte offsets must be computable
+    for i in range(1, len(tokens)):
+        assert not (tokens[i].kind == tokens[i - 1].kind == Kind.NEWLINE)
+    parse(source, sink)
+    for diag in sink.diagnostics:
+        assert diag.code[0] in "EW"
+        text_out = render(diag)
+        assert text_out.endswith("---'\n")
+
+
+@settings(max_examples=examples(300), **FUZZ_SETTINGS)
+@given(text=program)
+def test_parse_expression_direct(text: str) -> None:
+    sink = Sink()
+    result = parse_expression(Source("<expr>", text), sink)
+    assume(True)
+    if result is None:
+        assert sink.has_errors
+    for diag in sink.diagnostics:
+        render(diag)
