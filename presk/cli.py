@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="print θ and the inputs first")
     run.add_argument("--json", action="store_true", help="print inputs and outputs as JSON")
     run.add_argument(
+        "--remat",
+        choices=("store", "recompute"),
+        default="store",
+        help="derivatives keep their forward values (store) or compute them again",
+    )
+    run.add_argument(
         "--backend", default="interp", help="interp (the exact reference; the only one so far)"
     )
 
@@ -126,9 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument(
         "--stage",
         required=True,
-        help="tokens, ast, elab or core (later: core-after-ad, core-opt, sched, kernel)",
+        help="tokens, ast, elab, core or core-after-ad (later: core-opt, sched, kernel)",
     )
     _entry_args(dump)
+    dump.add_argument(
+        "--remat",
+        choices=("store", "recompute"),
+        default="store",
+        help="derivatives keep their forward values (store) or compute them again",
+    )
     dump.add_argument(
         "--unroll-stack", action="store_true", help="write a stack as L calls instead of a fold"
     )

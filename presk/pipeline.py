@@ -118,6 +118,19 @@ def dump(args: argparse.Namespace) -> int:
             print_diagnostics(sink.diagnostics, sys.stderr)
             sys.stdout.write(ast.dump(tree))
             return 1 if sink.has_errors else 0
+        if stage == "core-after-ad":
+            from presk.ad.reverse import NotDifferentiable, differentiate
+            from presk.core.text import module_text
+
+            checked, sink = front_end(args.file, const_overrides(args.const))
+            print_diagnostics(sink.diagnostics, sys.stderr)
+            try:
+                module = differentiate(checked.core, args.remat)
+            except NotDifferentiable as error:
+                sys.stderr.write(f"presk dump: not built yet: {error}\n")
+                return 2
+            sys.stdout.write(module_text(module))
+            return 0
         if stage in ("elab", "core"):
             checked, sink = front_end(args.file, const_overrides(args.const))
             print_diagnostics(sink.diagnostics, sys.stderr)
@@ -130,11 +143,11 @@ def dump(args: argparse.Namespace) -> int:
 
                 sys.stdout.write(module_text(checked.core))
             return 0
-        later = ("core-after-ad", "core-opt", "sched", "kernel", "sensitivity", "network")
+        later = ("core-opt", "sched", "kernel", "sensitivity", "network")
         if stage in later:
             sys.stderr.write(f"presk dump: stage `{stage}` is not built yet\n")
             return 2
-        raise UsageError(f"--stage {stage}: unknown stage (tokens, ast, elab, core)")
+        raise UsageError(f"--stage {stage}: unknown stage (tokens, ast, elab, core, core-after-ad)")
 
     return _guard("dump", body)
 

@@ -93,12 +93,23 @@ program = st.lists(piece, max_size=60).map(lambda parts: " ".join(parts))
 # --- helpers ---------------------------------------------------------------------------------
 
 
+# Seeds for mutation: the tutorial, the diagnostic cases and the examples, each written
+# back next to its original (in a copy of the tree) so that its imports resolve.
+SEED_DIRS = ["tutorial", "tests/diag", "tests/examples"]
+SEEDS: list[tuple[str, str]] = sorted(
+    (str(path.parent.relative_to(REPO_ROOT)), path.read_text(encoding="utf-8"))
+    for folder in SEED_DIRS
+    for path in (REPO_ROOT / folder).rglob("*.psk")
+)
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with copies of the tutorial files, so that imports resolve."""
+    """A copy of the seed folders, so that a mutated seed's imports resolve."""
     root = tmp_path_factory.mktemp("fuzz")
-    for name in TUTORIAL_FILES:
-        shutil.copy(TUTORIAL / name, root / name)
+    for folder in SEED_DIRS:
+        if (REPO_ROOT / folder).is_dir():
+            shutil.copytree(REPO_ROOT / folder, root / folder)
     return root
 
 
@@ -112,12 +123,21 @@ COMMANDS: list[tuple[str, ...]] = [
 ]
 
 
-def run_on(workdir: Path, text: str, command: tuple[str, ...] = ("check",)) -> None:
-    """Run a front-end command on `text`; fail on a crash, a traceback or a bad exit code."""
-    path = workdir / "fuzz_case.psk"
+def run_on(
+    workdir: Path, text: str, command: tuple[str, ...] = ("check",), folder: str = "tutorial"
+) -> None:
+    """Run a front-end command on `text`; fail on a crash, a traceback or a bad exit code.
+
+    The text is written as `<folder>/fuzz_case.psk` in the work directory, and presk runs
+    from the work directory, as it would from the repository root.
+    """
+    if command == ("dump", "--stage", "tokens") and not text.endswith("\n"):
+        # Known bug, see test_dump_tokens_without_final_newline: keep hunting for others.
+        text += "\n"
+    path = workdir / folder / "fuzz_case.psk"
     path.write_text(text, encoding="utf-8")
     try:
-        code, out, err = run_presk(command[0], str(path), *command[1:], cwd=workdir)
+        code, out, err = run_presk(command[0], f"{folder}/fuzz_case.psk", *command[1:], cwd=workdir)
     except Exception as error:  # noqa: BLE001 - any escaping exception is the bug we look for
         raise AssertionError(
             f"`presk {' '.join(command)}` raised {type(error).__name__}: {error}\n"
@@ -166,9 +186,10 @@ def pieces(text: str) -> list[str]:
 
 
 @st.composite
-def mutated_tutorial(draw: st.DrawFn) -> tuple[str, str]:
-    name = draw(st.sampled_from(TUTORIAL_FILES))
-    parts = pieces((TUTORIAL / name).read_text(encoding="utf-8"))
+def mutated_seed(draw: st.DrawFn) -> tuple[str, str]:
+    """(folder, text): a seed program with one to four random mutations."""
+    folder, text = draw(st.sampled_from(SEEDS))
+    parts = pieces(text)
     for _ in range(draw(st.integers(1, 4))):
         if not parts:
             parts = [""]
@@ -195,36 +216,36 @@ def mutated_tutorial(draw: st.DrawFn) -> tuple[str, str]:
         elif op == "char_insert":
             k = draw(st.integers(0, len(parts[i])))
             parts[i] = parts[i][:k] + draw(unicode_char) + parts[i][k:]
-    return name, "".join(parts)
+    return folder, "".join(parts)
 
 
 @settings(max_examples=examples(400), **FUZZ_SETTINGS)
-@given(case=mutated_tutorial())
+@given(case=mutated_seed())
 def test_mutated_tutorials_do_not_crash(workdir: Path, case: tuple[str, str]) -> None:
-    _, text = case
-    run_on(workdir, text)
+    folder, text = case
+    run_on(workdir, text, folder=folder)
 
 
 @settings(max_examples=examples(100), **FUZZ_SETTINGS)
-@given(case=mutated_tutorial(), command=st.sampled_from(COMMANDS))
+@given(case=mutated_seed(), command=st.sampled_from(COMMANDS))
 def test_mutated_tutorials_other_commands(
     workdir: Path, case: tuple[str, str], command: tuple[str, ...]
 ) -> None:
-    _, text = case
-    run_on(workdir, text, command)
+    folder, text = case
+    run_on(workdir, text, command, folder)
 
 
 @settings(max_examples=examples(100), **FUZZ_SETTINGS)
 @given(
-    case=mutated_tutorial(),
+    case=mutated_seed(),
     const=st.sampled_from(["D", "H", "L", "HD"]),
     value=st.sampled_from(["0", "1", "3", "5", "1/2", "-1", "0.25", "1000000"]),
 )
 def test_mutated_tutorials_with_const(
     workdir: Path, case: tuple[str, str], const: str, value: str
 ) -> None:
-    _, text = case
-    run_on(workdir, text, ("check", "--const", f"{const}={value}"))
+    folder, text = case
+    run_on(workdir, text, ("check", "--const", f"{const}={value}"), folder)
 
 
 @pytest.mark.parametrize("name", TUTORIAL_FILES)

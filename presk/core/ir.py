@@ -80,6 +80,23 @@ class Fold:
 
 
 @dataclass(frozen=True, slots=True)
+class FoldVjp:
+    """The reverse of a fold: forward through the layers keeping each input, then back.
+
+    `fn` is the layer function's vjp in (θ_l, x_l); the result is the tuple
+    (adjoint of the stacked tree, adjoint of the initial value).
+    """
+
+    fn: str
+    dims: tuple[tuple[str, Lin], ...]
+    forward: str
+    stacked: Operand
+    count: Lin
+    init: Operand
+    ct: Operand
+
+
+@dataclass(frozen=True, slots=True)
 class Field:
     """A subtree or leaf of a parameter tree: `θ.proj`."""
 
@@ -119,7 +136,7 @@ class GradOf:
     args: tuple[Operand, ...]
 
 
-Op = Prim | Call | Fold | Field | Slice | MakeTuple | Get | GradOf
+Op = Prim | Call | Fold | FoldVjp | Field | Slice | MakeTuple | Get | GradOf
 
 
 @dataclass(frozen=True, slots=True)

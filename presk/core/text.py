@@ -77,6 +77,11 @@ def op_text(op: ir.Op) -> str:
             return (
                 f"fold {fn}{_dims(dims)} over {operand(stacked)} × {count} from {operand(init)}"
             )
+        case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):
+            return (
+                f"fold_vjp {fn}{_dims(dims)} of {forward} over {operand(stacked)} × {count} "
+                f"from {operand(init)}, ct {operand(ct)}"
+            )
         case ir.Field(tree, name):
             return f"field {operand(tree)}.{name}"
         case ir.Slice(tree, index):

@@ -25,7 +25,7 @@ from presk.elab.presburger import Lin
 from presk.elab.ty import Elem
 from presk.elab.ty import Tensor as TensorT
 from presk.elab.ty import Type
-from presk.interp import prims, rng
+from presk.interp import adjoints, prims, rng
 from presk.interp.tensor import Axis, Kind, PrimError, Tensor
 
 
@@ -128,6 +128,21 @@ class Interpreter:
                 for layer in range(_int(count, dims)):
                     value = self.call(callee, inner, [tree.layer(layer), value])
                 return value
+            case ir.FoldVjp(vjp, call_dims, forward, stacked, count, init, ct):
+                tree = self.operand(stacked, env)
+                assert isinstance(tree, Tree)
+                inner = {d: _int(size, dims) for d, size in call_dims}
+                layers = _int(count, dims)
+                inputs = [self.operand(init, env)]
+                for layer in range(layers - 1):
+                    inputs.append(self.call(forward, inner, [tree.layer(layer), inputs[-1]]))
+                grads: list[Value] = [tree] * layers
+                cotangent = self.operand(ct, env)
+                for layer in reversed(range(layers)):
+                    out = self.call(vjp, inner, [tree.layer(layer), inputs[layer], cotangent])
+                    assert isinstance(out, tuple)
+                    grads[layer], cotangent = out
+                return (adjoints.stack_layers(grads, tree), cotangent)
             case ir.Field(tree_op, name):
                 tree = self.operand(tree_op, env)
                 assert isinstance(tree, Tree)
@@ -241,6 +256,8 @@ class Interpreter:
                 size = op.attr("size")
                 assert isinstance(size, Lin)
                 return prims.real(Fraction(_int(size, dims)))
+            case name if name in _ADJOINTS:
+                return _ADJOINTS[name](op, values)
             case "init":
                 key = values[0]
                 assert isinstance(key, rng.Key) and isinstance(instr.type, object)
@@ -271,6 +288,57 @@ _UNARY = {
     "abs": prims.abs_,
 }
 
+def _relabel(op: ir.Prim) -> tuple[tuple[str, str], ...]:
+    value = op.attr("relabel")
+    return value if isinstance(value, tuple) else ()  # type: ignore[return-value]
+
+
+def _axis(op: ir.Prim) -> str | None:
+    value = op.attr("axis")
+    return value if isinstance(value, str) else None
+
+
+_ADJOINTS: dict[str, Any] = {
+    "sum_to": lambda op, v: adjoints.sum_to(_as_tensor(v[0]), _as_tensor(v[1])),
+    "reduce_vjp": lambda op, v: adjoints.reduce_vjp(
+        _as_tensor(v[0]),
+        _as_tensor(v[1]),
+        _as_tensor(v[2]) if len(v) > 2 else None,
+        str(op.attr("kind")),
+        _axis(op),
+    ),
+    "heaviside": lambda op, v: adjoints.heaviside(_as_tensor(v[0])),
+    "sign": lambda op, v: adjoints.sign(_as_tensor(v[0])),
+    "erf_vjp": lambda op, v: adjoints.erf_vjp(_as_tensor(v[0]), _as_tensor(v[1])),
+    "gelu_vjp": lambda op, v: adjoints.gelu_vjp(_as_tensor(v[0]), _as_tensor(v[1])),
+    "dot_vjp_l": lambda op, v: adjoints.dot_vjp_l(_as_tensor(v[0]), _as_tensor(v[1])),
+    "dot_vjp_r": lambda op, v: adjoints.dot_vjp_r(_as_tensor(v[0]), _as_tensor(v[1])),
+    "ein_vjp_l": lambda op, v: adjoints.ein_vjp_l(
+        _as_tensor(v[0]), _as_tensor(v[1]), _as_tensor(v[2]), _relabel(op)
+    ),
+    "ein_vjp_r": lambda op, v: adjoints.ein_vjp_r(
+        _as_tensor(v[0]), _as_tensor(v[1]), _as_tensor(v[2]), _relabel(op)
+    ),
+    "softmax_vjp": lambda op, v: adjoints.softmax_vjp(
+        _as_tensor(v[0]), _as_tensor(v[1]), str(_axis(op))
+    ),
+    "log_softmax_vjp": lambda op, v: adjoints.log_softmax_vjp(
+        _as_tensor(v[0]), _as_tensor(v[1]), str(_axis(op))
+    ),
+    "cross_entropy_vjp": lambda op, v: adjoints.cross_entropy_vjp(
+        _as_tensor(v[0]), _as_tensor(v[1]), _as_tensor(v[2])
+    ),
+    "embed_vjp": lambda op, v: adjoints.embed_vjp(
+        _as_tensor(v[0]), _as_tensor(v[1]), _as_tensor(v[2])
+    ),
+    "shape_vjp": lambda op, v: adjoints.shape_vjp(
+        _as_tensor(v[0]), _as_tensor(v[1]), str(op.attr("op"))
+    ),
+    "zeros_like": lambda op, v: adjoints.zeros_like(v[0]),
+    "set_field": lambda op, v: adjoints.set_field(v[0], v[1], str(op.attr("field"))),
+    "tree_add": lambda op, v: adjoints.tree_add(v[0], v[1]),
+}
+
 # Primitives the interpreter evaluates (a test checks it covers the checker's table).
 EVALUATED = frozenset(
     set(_ELEMENTWISE)
@@ -280,6 +348,7 @@ EVALUATED = frozenset(
         "causal_mask", "positions", "embed", "one_hot", "argmax", "sample", "dropout", "real",
         "merge", "split", "split_heads", "merge_heads", "dim", "init",
     }
+    | set(_ADJOINTS)
 )
 
 

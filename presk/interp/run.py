@@ -266,7 +266,13 @@ def _evaluate(
 ) -> int:
     info = entry.info
     dims, prefix = bind_dims(entry, dim_args, checked)
-    interp = Interpreter(checked.core)
+    from presk.ad.reverse import NotDifferentiable, differentiate
+
+    try:
+        module = differentiate(checked.core, args.remat)
+    except NotDifferentiable as error:
+        raise NotBuilt(str(error)) from None
+    interp = Interpreter(module)
 
     def init_hook(ty: Type, at: dict[str, int], key: rng.Key) -> Tree:
         assert isinstance(ty, Params)

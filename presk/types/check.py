@@ -148,6 +148,7 @@ class Checker:
         self.order: list[FnInfo] = []
         self.inits: list[FnInfo] = []
         self.instances: list[Instance] = []
+        self._prefixes: dict[int, str] | None = None
 
     # ------------------------------------------------------------ driver
 
@@ -203,6 +204,23 @@ class Checker:
     def shape_fail(self, error: ShapeError, span: Span) -> Abort:
         return self.fail(error.code, error.message, span, error.label, note=error.note, help=error.help)  # type: ignore[arg-type]
 
+    def prefix(self, file: FileEnv) -> str:
+        """`stem.` for a file whose names clash with another file's, else empty.
+
+        Core functions live in one namespace; the main file keeps plain names
+        and an imported file that would collide is qualified by its stem.
+        """
+        if self._prefixes is None:
+            self._prefixes = {}
+            seen: set[str] = set()
+            for env in [self.program.main, *reversed(self.program.files[:-1])]:
+                names = set(env.fns) | set(env.modules)
+                clash = bool(names & seen)
+                stem = env.basename.rsplit(".", 1)[0]
+                self._prefixes[id(env)] = f"{stem}." if clash else ""
+                seen |= names
+        return self._prefixes[id(file)]
+
     def note_module_instances(self, module: ModuleInfo) -> None:
         """Record the instances a module's `use`s name (for `dump --stage elab`)."""
         from presk.types.scope import resolve_module
@@ -226,7 +244,7 @@ class Checker:
         if key in self.infos:
             return self.infos[key]
         name = f"{module.name}.{decl.name.name}" if module else decl.name.name
-        info = FnInfo(name, file, module, decl)
+        info = FnInfo(self.prefix(file) + name, file, module, decl)
         self.infos[key] = info
         self.sign(info)
         return info
@@ -319,7 +337,8 @@ class Checker:
 
     def init_info(self, module: ModuleInfo) -> FnInfo:
         """`M.init(key) -> params M uses Rand`, generated for every module."""
-        info = FnInfo(f"{module.name}.init", module.file, module, None, generated=True)
+        name = f"{self.prefix(module.file)}{module.name}.init"
+        info = FnInfo(name, module.file, module, None, generated=True)
         info.dims = list(module.dims)
         inst = Instance(module, tuple(Lin.var(d) for d in module.dims))
         info.params = [("key", KeyT(), None)]
@@ -761,7 +780,7 @@ class Checker:
                 )
             ctx.info.effects.setdefault("Rand", node.span)
             dims = tuple(zip(module.dims, owner.inst.args, strict=True))
-            op = ir.Call(f"{module.name}.init", dims, (key.operand,))
+            op = ir.Call(f"{self.prefix(module.file)}{module.name}.init", dims, (key.operand,))
             return ctx.emit(None, Params(owner.inst), op, node.span, {})
         decl = next(fn for fn in module.decl.fns if fn.name.name == name)
         info = self.fn_info(module.file, module, decl)

@@ -1,0 +1,1 @@
+"""Reverse-mode differentiation on PSK-Core: rules per primitive, the reverse sweep."""

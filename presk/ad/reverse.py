@@ -1,0 +1,525 @@
+"""Reverse-mode differentiation of PSK-Core functions.
+
+`differentiate(module, remat)` replaces every `grad F(args)` by a call of a
+generated `F.grad`, and generates what it needs, function by function:
+
+- `F.vjp[w]` (w: the parameters whose adjoints callers read) returns the
+  tuple of those adjoints for a cotangent `ct`;
+- with `remat = "store"` (the default) it is `F.bwd[w]` after `F.fwd[w]`:
+  `.fwd` runs the forward pass once and returns the residuals, the forward
+  values the reverse sweep reads; `.bwd` runs the sweep on them. Forward
+  values that nothing reads are not computed (dead code is removed);
+- with `remat = "recompute"`, `.vjp` is one function that computes its
+  forward pass and then its sweep;
+- `F.grad` calls `.vjp` with `ct = 1` and takes the adjoint of the last
+  parameter; `F.value_vjp` returns the value and the adjoints in one call.
+
+The sweep reads like micrograd's backward: walk the instructions in reverse,
+and for each active one whose result has a cotangent, add each operand's
+contribution (rules.RULES for primitives, the callee's vjp for calls, a
+fold's reverse for folds). Only values that depend on the differentiated
+parameters are active.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from presk.ad.rules import RULES, Site
+from presk.core import ir
+from presk.diagnostics import CompilerBug
+from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type
+
+
+class NotDifferentiable(Exception):
+    """A construct the reverse sweep cannot handle (a grad inside a grad)."""
+
+
+def differentiable_type(ty: Type) -> bool:
+    """Reals, parameter trees and tuples of them carry adjoints."""
+    match ty:
+        case Tensor(elem):
+            return elem == Elem.REAL
+        case Params():
+            return True
+        case TupleT(items):
+            return any(differentiable_type(item) for item in items)
+    return False
+
+
+@dataclass
+class Builder:
+    """A function under construction: parameters first, then instructions."""
+
+    name: str
+    dims: tuple[str, ...]
+    params: list[ir.Param] = field(default_factory=list)
+    instrs: list[ir.Instr] = field(default_factory=list)
+
+    def param(self, name: str, ty: Type, default: Fraction | None = None) -> ir.Ref:
+        index = len(self.params)
+        self.params.append(ir.Param(index, name, ty, default))
+        return ir.Ref(index, name)
+
+    def emit(self, name: str | None, ty: Type, op: ir.Op, span: object = None) -> ir.Ref:
+        index = len(self.params) + len(self.instrs)
+        self.instrs.append(ir.Instr(index, name, ty, op, span))  # type: ignore[arg-type]
+        return ir.Ref(index, name)
+
+    def prim(
+        self,
+        name: str,
+        args: tuple[ir.Operand, ...],
+        ty: Type,
+        attrs: tuple[tuple[str, ir.AttrValue], ...] = (),
+    ) -> ir.Operand:
+        return self.emit(None, ty, ir.Prim(name, args, attrs))
+
+    def finish(self, ret: Type, result: ir.Operand, effects: tuple[str, ...] = ()) -> ir.Function:
+        return ir.Function(
+            self.name, self.dims, tuple(self.params), ret, effects, tuple(self.instrs), result
+        )
+
+
+def _refs(op: ir.Op) -> list[ir.Operand]:
+    """The operands an op reads."""
+    match op:
+        case ir.Prim(_, args) | ir.Call(_, _, args) | ir.GradOf(_, _, args):
+            return list(args)
+        case ir.Fold(_, _, stacked, _, init, extra):
+            return [stacked, init, *extra]
+        case ir.FoldVjp(_, _, _, stacked, _, init, ct):
+            return [stacked, init, ct]
+        case ir.Field(tree) | ir.Slice(tree):
+            return [tree]
+        case ir.MakeTuple(items):
+            return list(items)
+        case ir.Get(tuple_):
+            return [tuple_]
+    raise CompilerBug(f"unknown op {op!r}")
+
+
+def _remap_operand(op: ir.Operand, m: dict[int, ir.Operand]) -> ir.Operand:
+    return m[op.index] if isinstance(op, ir.Ref) else op
+
+
+def remap(op: ir.Op, m: dict[int, ir.Operand]) -> ir.Op:
+    """The op with its operands renamed through `m`."""
+    r = lambda o: _remap_operand(o, m)  # noqa: E731
+    match op:
+        case ir.Prim(name, args, attrs):
+            return ir.Prim(name, tuple(r(a) for a in args), attrs)
+        case ir.Call(fn, dims, args):
+            return ir.Call(fn, dims, tuple(r(a) for a in args))
+        case ir.GradOf(fn, dims, args):
+            return ir.GradOf(fn, dims, tuple(r(a) for a in args))
+        case ir.Fold(fn, dims, stacked, count, init, extra):
+            return ir.Fold(fn, dims, r(stacked), count, r(init), tuple(r(e) for e in extra))
+        case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):
+            return ir.FoldVjp(fn, dims, forward, r(stacked), count, r(init), r(ct))
+        case ir.Field(tree, name):
+            return ir.Field(r(tree), name)
+        case ir.Slice(tree, index):
+            return ir.Slice(r(tree), index)
+        case ir.MakeTuple(items):
+            return ir.MakeTuple(tuple(r(i) for i in items))
+        case ir.Get(tuple_, index):
+            return ir.Get(r(tuple_), index)
+    raise CompilerBug(f"unknown op {op!r}")
+
+
+def _suffix(fn: ir.Function, wrt: tuple[int, ...]) -> str:
+    """`[θ]` when only some differentiable parameters are wanted, else empty."""
+    wanted = [p.name for p in fn.params if p.index in wrt]
+    every = [p.name for p in fn.params if differentiable_type(p.type)]
+    return "" if wanted == every else "[" + ", ".join(wanted) + "]"
+
+
+@dataclass
+class _Adjoints:
+    """Cotangent contributions per forward binding, summed on demand."""
+
+    builder: Builder
+    types: dict[int, Type]
+    primal: dict[int, ir.Operand]
+    full: dict[int, list[ir.Operand]] = field(default_factory=dict)
+    fields: dict[int, dict[str, list[ir.Operand]]] = field(default_factory=dict)
+    items: dict[int, dict[int, list[ir.Operand]]] = field(default_factory=dict)
+
+    def add(self, index: int, value: ir.Operand) -> None:
+        self.full.setdefault(index, []).append(value)
+
+    def add_field(self, index: int, name: str, value: ir.Operand) -> None:
+        self.fields.setdefault(index, {}).setdefault(name, []).append(value)
+
+    def add_item(self, index: int, item: int, value: ir.Operand) -> None:
+        self.items.setdefault(index, {}).setdefault(item, []).append(value)
+
+    def _sum(self, values: list[ir.Operand], ty: Type) -> ir.Operand:
+        total = values[0]
+        for value in values[1:]:
+            name = "add" if isinstance(ty, Tensor) else "tree_add"
+            total = self.builder.prim(name, (total, value), ty)
+        return total
+
+    def total(self, index: int) -> ir.Operand | None:
+        """The summed cotangent of binding `index`, or None if it has none."""
+        ty = self.types[index]
+        parts = list(self.full.get(index, []))
+        b = self.builder
+        if index in self.fields:
+            assert isinstance(ty, Params)
+            tree = b.prim("zeros_like", (self.primal[index],), ty)
+            for name, values in self.fields[index].items():
+                member = _member_type(ty, name)
+                tree = b.prim("set_field", (tree, self._sum(values, member)), ty, (("field", name),))
+            parts.append(tree)
+        if index in self.items:
+            assert isinstance(ty, TupleT)
+            elements: list[ir.Operand] = []
+            for i, item_ty in enumerate(ty.items):
+                values = self.items[index].get(i)
+                if values:
+                    elements.append(self._sum(values, item_ty))
+                else:
+                    source = b.emit(None, item_ty, ir.Get(self.primal[index], i))
+                    elements.append(b.prim("zeros_like", (source,), item_ty))
+            parts.append(b.emit(None, ty, ir.MakeTuple(tuple(elements))))
+        if not parts:
+            return None
+        return self._sum(parts, ty)
+
+
+def _member_type(ty: Params, name: str) -> Type:
+    from presk.types.scope import member_type
+
+    member = member_type(ty.inst, name)
+    if member is None:
+        raise CompilerBug(f"params {ty.inst} has no member {name}")
+    return member
+
+
+class Differentiator:
+    """Generates the derivative functions of a module on demand."""
+
+    def __init__(self, module: ir.Module, remat: str) -> None:
+        self.source = {fn.name: fn for fn in module.functions}
+        self.remat = remat
+        self.generated: dict[str, ir.Function] = {}
+        self.order: list[str] = []
+
+    def add(self, fn: ir.Function) -> None:
+        if fn.name not in self.generated:
+            self.generated[fn.name] = fn
+            self.order.append(fn.name)
+
+    def function(self, name: str) -> ir.Function:
+        return self.source[name] if name in self.source else self.generated[name]
+
+    # ------------------------------------------------------------ entry points
+
+    def grad(self, name: str) -> str:
+        """`F.grad`: the adjoint of F's last parameter for ct = 1."""
+        target = f"{name}.grad"
+        if target in self.generated:
+            return target
+        fn = self.function(name)
+        last = fn.params[-1]
+        vjp = self.vjp(name, (last.index,))
+        b = Builder(target, fn.dims)
+        args = [b.param(p.name, p.type, p.default) for p in fn.params]
+        dims = tuple((d, _var(d)) for d in fn.dims)
+        out_ty = TupleT((last.type,))
+        out = b.emit(None, out_ty, ir.Call(vjp, dims, (*args, ir.Lit(Fraction(1)))))
+        g = b.emit(None, last.type, ir.Get(out, 0))
+        self.add(b.finish(last.type, g))
+        self.value_vjp(name, (last.index,))
+        return target
+
+    def vjp(self, name: str, wrt: tuple[int, ...]) -> str:
+        """`F.vjp[w]`, generated once per (F, w)."""
+        fn = self.function(name)
+        target = f"{name}.vjp{_suffix(fn, wrt)}"
+        if target in self.generated:
+            return target
+        combined = self.combined(
+            fn, wrt, target, with_value=False, dce=self.remat == "recompute"
+        )
+        if self.remat == "recompute":
+            self.add(combined)
+            return target
+        fwd, bwd = self.split(fn, combined, wrt)
+        self.add(fwd)
+        self.add(bwd)
+        b = Builder(target, fn.dims)
+        args = [b.param(p.name, p.type, p.default) for p in fn.params]
+        ct = b.param("ct", fn.ret)
+        dims = tuple((d, _var(d)) for d in fn.dims)
+        residuals = b.emit(None, fwd.ret, ir.Call(fwd.name, dims, tuple(args)))
+        out = b.emit(None, bwd.ret, ir.Call(bwd.name, dims, (*args, residuals, ct)))
+        self.add(b.finish(bwd.ret, out))
+        return target
+
+    def value_vjp(self, name: str, wrt: tuple[int, ...]) -> str:
+        """`F.value_vjp`: the value and the adjoints in one call."""
+        fn = self.function(name)
+        target = f"{name}.value_vjp{_suffix(fn, wrt)}"
+        if target not in self.generated:
+            self.add(self.combined(fn, wrt, target, with_value=True))
+        return target
+
+    # ------------------------------------------------------------ the sweep
+
+    def combined(
+        self, fn: ir.Function, wrt: tuple[int, ...], target: str, with_value: bool,
+        dce: bool = True,
+    ) -> ir.Function:
+        """Forward pass then reverse sweep in one function (the recompute form)."""
+        b = Builder(target, fn.dims)
+        m: dict[int, ir.Operand] = {}
+        types: dict[int, Type] = {}
+        for p in fn.params:
+            m[p.index] = b.param(p.name, p.type, p.default)
+            types[p.index] = p.type
+        ct = b.param("ct", fn.ret)
+        active = set(wrt)
+        for instr in fn.body:
+            types[instr.index] = instr.type
+            if isinstance(instr.op, ir.GradOf):
+                raise NotDifferentiable(
+                    f"`{fn.name}` takes a gradient inside a differentiated function"
+                )
+            if any(isinstance(o, ir.Ref) and o.index in active for o in _refs(instr.op)):
+                if differentiable_type(instr.type) or isinstance(instr.type, TupleT):
+                    active.add(instr.index)
+            m[instr.index] = b.emit(instr.name, instr.type, remap(instr.op, m), instr.span)
+        adj = _Adjoints(b, types, m)
+        if isinstance(fn.result, ir.Ref) and fn.result.index in active:
+            adj.add(fn.result.index, ct)
+        for instr in reversed(fn.body):
+            if instr.index not in active:
+                continue
+            cotangent = adj.total(instr.index)
+            if cotangent is None:
+                continue
+            self.sweep(b, instr, m, types, active, adj, cotangent)
+        outputs: list[ir.Operand] = []
+        out_types: list[Type] = []
+        for index in wrt:
+            param = fn.params[index]
+            total = adj.total(index)
+            if total is None:
+                total = b.prim("zeros_like", (m[index],), param.type)
+            outputs.append(total)
+            out_types.append(param.type)
+        if with_value:
+            outputs.insert(0, _remap_operand(fn.result, m))
+            out_types.insert(0, fn.ret)
+        ret = TupleT(tuple(out_types))
+        result = b.emit(None, ret, ir.MakeTuple(tuple(outputs)))
+        whole = b.finish(ret, result, fn.effects)
+        return _dce(whole) if dce else whole
+
+    def sweep(
+        self,
+        b: Builder,
+        instr: ir.Instr,
+        m: dict[int, ir.Operand],
+        types: dict[int, Type],
+        active: set[int],
+        adj: _Adjoints,
+        ct: ir.Operand,
+    ) -> None:
+        """Add the contributions of one instruction's cotangent to its operands."""
+
+        def is_active(o: ir.Operand) -> bool:
+            return isinstance(o, ir.Ref) and o.index in active
+
+        op = instr.op
+        match op:
+            case ir.Prim(name, args):
+                rule = RULES.get(name)
+                if rule is None:
+                    if any(is_active(a) for a in args):
+                        raise CompilerBug(f"no adjoint rule for `{name}`")
+                    return
+                arg_types = tuple(
+                    types[a.index] if is_active(a) else None  # type: ignore[union-attr]
+                    for a in args
+                )
+                site = Site(op, tuple(_remap_operand(a, m) for a in args), arg_types,
+                            m[instr.index], instr.type)
+                for arg, contribution in zip(args, rule(b, site, ct), strict=False):
+                    if contribution is not None and is_active(arg):
+                        assert isinstance(arg, ir.Ref)
+                        adj.add(arg.index, contribution)
+            case ir.Call(callee, dims, args):
+                target = self.function(callee)
+                positions = tuple(
+                    i
+                    for i, a in enumerate(args)
+                    if is_active(a) and differentiable_type(target.params[i].type)
+                )
+                if not positions:
+                    return
+                vjp = self.vjp(callee, positions)
+                out_ty = TupleT(tuple(target.params[i].type for i in positions))
+                call_ty = self._call_types(args, positions, types)
+                out = b.emit(
+                    None, call_ty or out_ty,
+                    ir.Call(vjp, dims, (*(_remap_operand(a, m) for a in args), ct)),
+                )
+                for k, i in enumerate(positions):
+                    arg = args[i]
+                    assert isinstance(arg, ir.Ref)
+                    part = b.emit(None, types[arg.index], ir.Get(out, k))
+                    adj.add(arg.index, part)
+            case ir.Fold(callee, dims, stacked, count, init, _):
+                vjp = self.vjp(callee, (0, 1))
+                st, it = types[stacked.index], types[init.index]  # type: ignore[union-attr]
+                out = b.emit(
+                    None,
+                    TupleT((st, it)),
+                    ir.FoldVjp(
+                        vjp, dims, callee, _remap_operand(stacked, m), count,
+                        _remap_operand(init, m), ct,
+                    ),
+                )
+                for k, operand in enumerate((stacked, init)):
+                    if is_active(operand):
+                        assert isinstance(operand, ir.Ref)
+                        adj.add(operand.index, b.emit(None, types[operand.index], ir.Get(out, k)))
+            case ir.Field(tree, name):
+                if is_active(tree):
+                    assert isinstance(tree, ir.Ref)
+                    adj.add_field(tree.index, name, ct)
+            case ir.Get(tuple_, index):
+                if is_active(tuple_):
+                    assert isinstance(tuple_, ir.Ref)
+                    adj.add_item(tuple_.index, index, ct)
+            case ir.MakeTuple(items):
+                for k, item in enumerate(items):
+                    if is_active(item):
+                        assert isinstance(item, ir.Ref)
+                        adj.add(item.index, b.emit(None, types[item.index], ir.Get(ct, k)))
+            case _:
+                raise NotDifferentiable(f"cannot differentiate `{type(op).__name__}`")
+
+    def _call_types(
+        self, args: tuple[ir.Operand, ...], positions: tuple[int, ...], types: dict[int, Type]
+    ) -> TupleT:
+        """The adjoint tuple's type in the caller's terms (its arguments' types)."""
+        items: list[Type] = []
+        for i in positions:
+            arg = args[i]
+            assert isinstance(arg, ir.Ref)
+            items.append(types[arg.index])
+        return TupleT(tuple(items))
+
+    # ------------------------------------------------------------ residuals
+
+    def split(
+        self, fn: ir.Function, combined: ir.Function, wrt: tuple[int, ...]
+    ) -> tuple[ir.Function, ir.Function]:
+        """Cut the recompute form into `.fwd` (returns residuals) and `.bwd`."""
+        n = len(fn.params)
+        # The sweep starts where the copied forward body ends.
+        boundary = n + 1 + len(fn.body)
+        forward = [i for i in combined.body if i.index < boundary]
+        backward = [i for i in combined.body if i.index >= boundary]
+        forward_ids = {i.index for i in forward}
+        residuals: list[int] = []
+        for instr in backward:
+            for o in _refs(instr.op):
+                if isinstance(o, ir.Ref) and o.index in forward_ids and o.index not in residuals:
+                    residuals.append(o.index)
+        if isinstance(combined.result, ir.Ref) and combined.result.index in forward_ids:
+            residuals.append(combined.result.index)
+        by_index = {i.index: i for i in forward}
+        res_types = tuple(by_index[r].type for r in residuals)
+        suffix = _suffix(fn, wrt)
+        # .fwd: the forward instructions the residuals need.
+        fb = Builder(f"{fn.name}.fwd{suffix}", fn.dims)
+        fm: dict[int, ir.Operand] = {}
+        for p in fn.params:
+            fm[p.index] = fb.param(p.name, p.type, p.default)
+        for instr in forward:
+            fm[instr.index] = fb.emit(instr.name, instr.type, remap(instr.op, fm), instr.span)
+        res_ty = TupleT(res_types)
+        packed = fb.emit(None, res_ty, ir.MakeTuple(tuple(fm[r] for r in residuals)))
+        fwd = _dce(fb.finish(res_ty, packed, fn.effects))
+        # .bwd: parameters, the residuals, the cotangent; then the sweep.
+        bb = Builder(f"{fn.name}.bwd{suffix}", fn.dims)
+        bm: dict[int, ir.Operand] = {}
+        for p in fn.params:
+            bm[p.index] = bb.param(p.name, p.type, p.default)
+        packed_in = bb.param("residuals", res_ty)
+        bm[n] = bb.param("ct", fn.ret)
+        for k, r in enumerate(residuals):
+            instr = by_index[r]
+            bm[r] = bb.emit(instr.name, instr.type, ir.Get(packed_in, k))
+        for instr in backward:
+            bm[instr.index] = bb.emit(instr.name, instr.type, remap(instr.op, bm), instr.span)
+        bwd = _dce(bb.finish(combined.ret, _remap_operand(combined.result, bm)))
+        return fwd, bwd
+
+
+def _var(name: str) -> object:
+    from presk.elab.presburger import Lin
+
+    return Lin.var(name)
+
+
+def _dce(fn: ir.Function) -> ir.Function:
+    """Remove instructions whose values nothing reads, renumbering the rest."""
+    live: set[int] = set()
+    if isinstance(fn.result, ir.Ref):
+        live.add(fn.result.index)
+    for instr in reversed(fn.body):
+        if instr.index in live:
+            for o in _refs(instr.op):
+                if isinstance(o, ir.Ref):
+                    live.add(o.index)
+    m: dict[int, ir.Operand] = {}
+    params = []
+    for p in fn.params:
+        m[p.index] = ir.Ref(p.index, p.name)
+        params.append(p)
+    body: list[ir.Instr] = []
+    for instr in fn.body:
+        if instr.index not in live:
+            continue
+        index = len(params) + len(body)
+        m[instr.index] = ir.Ref(index, instr.name)
+        body.append(ir.Instr(index, instr.name, instr.type, remap(instr.op, m), instr.span))
+    return ir.Function(
+        fn.name, fn.dims, tuple(params), fn.ret, fn.effects, tuple(body),
+        _remap_operand(fn.result, m), fn.span,
+    )
+
+
+def differentiate(module: ir.Module, remat: str = "store") -> ir.Module:
+    """Replace every `grad` by a call of a generated `.grad`; add what it needs."""
+    d = Differentiator(module, remat)
+    rewritten: list[ir.Function] = []
+    for fn in module.functions:
+        if not any(isinstance(i.op, ir.GradOf) for i in fn.body):
+            rewritten.append(fn)
+            continue
+        body = []
+        for instr in fn.body:
+            if isinstance(instr.op, ir.GradOf):
+                target = d.grad(instr.op.fn)
+                op: ir.Op = ir.Call(target, instr.op.dims, instr.op.args)
+                body.append(ir.Instr(instr.index, instr.name, instr.type, op, instr.span))
+            else:
+                body.append(instr)
+        rewritten.append(
+            ir.Function(fn.name, fn.dims, fn.params, fn.ret, fn.effects, tuple(body), fn.result, fn.span)
+        )
+    extra = [d.generated[name] for name in d.order]
+    return ir.Module((*rewritten, *extra))
+
+
+__all__ = ["SCALAR", "differentiate"]
