@@ -79,6 +79,7 @@ class FnInfo:
     core: ir.Function | None = None
     lambdas: list[FnInfo] = field(default_factory=list)
     generated: bool = False
+    depends: set[str] = field(default_factory=set)  # parameters the result depends on
 
     @property
     def short(self) -> str:
@@ -445,6 +446,7 @@ class Checker:
                         secondary=(Label(decl.span, "declared without `uses`"),),  # type: ignore[arg-type]
                         help=f"add `uses {effect}` to the signature of `{info.short}`",
                     )
+        info.depends = set(result.deps)
         for name, ty, _ in info.params:
             if isinstance(ty, Tensor) and ty.elem != Elem.REAL:
                 info.regularity[name] = (Reg.DISC, None)
@@ -917,7 +919,7 @@ class Checker:
             deps_in.append(got.deps)
         for effect in info.effects:
             ctx.info.effects.setdefault(effect, node.span)
-        deps = regs.through(info.regularity, deps_in)
+        deps = regs.through(info.regularity, deps_in, info.depends)
         return ctx.emit(None, result_ty, ir.Call(info.name, dims, tuple(operands)), node.span, deps)
 
     def literal_for(self, got: Val, pty: Type) -> ir.Operand:
@@ -1008,7 +1010,7 @@ class Checker:
         all_args = [v for v in cap_vals if isinstance(v, Val)] + args
         if grad:
             return info, all_args
-        deps = regs.through(info.regularity, [a.deps for a in all_args])
+        deps = regs.through(info.regularity, [a.deps for a in all_args], info.depends)
         assert info.ret is not None
         dims = tuple((d, Lin.var(d)) for d in info.dims)
         op = ir.Call(info.name, dims, tuple(a.operand for a in all_args))
@@ -1060,6 +1062,15 @@ class Checker:
                 node.span,
                 "not reals or a parameter tree",
             )
+        if wrt not in info.depends:
+            raise self.fail(
+                "E3002",
+                f"`grad` has no differentiable path: the result does not depend on `{wrt}`",
+                g.span,
+                f"`grad` here, with respect to `{wrt}`",
+                help="differentiate a function of its argument; its gradient would be zero",
+                note=f"in `{ctx.info.name}`",
+            )
         reg, blame = info.regularity.get(wrt, (Reg.SMOOTH, None))
         if reg == Reg.DISC:
             secondary: tuple[Label, ...] = ()
@@ -1078,7 +1089,7 @@ class Checker:
                 help="use `softmax` for a smooth surrogate, or an explicit straight-through relaxation",
                 note=f"in `{ctx.info.name}`; `grad` requires the class C⁰⁺ or better",
             )
-        deps = regs.through(info.regularity, [a.deps for a in all_args])
+        deps = regs.through(info.regularity, [a.deps for a in all_args], info.depends)
         if reg != Reg.SMOOTH:
             deps = regs.at_least(deps, Reg.DISC, ("grad", g.span))
         dims = tuple((d, Lin.var(d)) for d in info.dims)

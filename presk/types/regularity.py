@@ -50,9 +50,15 @@ def at_least(deps: Deps, reg: Reg, blame: Blame | None) -> Deps:
     return out
 
 
-def through(callee: dict[str, tuple[Reg, Blame | None]], args: list[Deps]) -> Deps:
-    """Dependencies of a call's result: argument i's deps composed with the callee's class in i."""
+def through(
+    callee: dict[str, tuple[Reg, Blame | None]], args: list[Deps], depends: set[str]
+) -> Deps:
+    """Dependencies of a call's result: argument i's deps composed with the callee's class in i.
+
+    Arguments the callee's result does not depend on (`depends`) contribute nothing.
+    """
     parts: list[Deps] = []
-    for (reg, blame), deps in zip(callee.values(), args, strict=True):
-        parts.append(at_least(deps, reg, blame))
+    for (name, (reg, blame)), deps in zip(callee.items(), args, strict=True):
+        if name in depends:
+            parts.append(at_least(deps, reg, blame))
     return merge(*parts)
