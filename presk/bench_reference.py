@@ -23,8 +23,16 @@ def _time_run(bits: int, repeat: int) -> list[float]:
     times = []
     for _ in range(repeat):
         args = Namespace(
-            file=EXAMPLE, const=CONSTS, entry="loss", dim=["B=2", "T=8"], seed="0",
-            bits=str(bits), digits="12", verbose=False, json=False, backend="interp",
+            file=EXAMPLE,
+            const=CONSTS,
+            entry="loss",
+            dim=["B=2", "T=8"],
+            seed="0",
+            bits=str(bits),
+            digits="12",
+            verbose=False,
+            json=False,
+            backend="interp",
         )
         start = time.perf_counter()
         out = sys.stdout

@@ -86,7 +86,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _entry_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--entry", help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`")
+    parser.add_argument(
+        "--entry", help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`"
+    )
     parser.add_argument(
         "--dim",
         action="append",
@@ -105,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
     _common(check)
     check.add_argument(
-        "--summary", action="store_true", help="print the types of functions and lets, "
-        "their regularity classes and effects"
+        "--summary",
+        action="store_true",
+        help="print the types of functions and lets, their regularity classes and effects",
     )
 
     run = sub.add_parser("run", help=COMMANDS["run"], description=COMMANDS["run"])

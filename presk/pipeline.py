@@ -71,7 +71,7 @@ def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram
     return checked, sink
 
 
-def _guard(command: str, body: "Callable[[], int]") -> int:
+def _guard(command: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except CommandError as error:
@@ -152,7 +152,7 @@ def dump(args: argparse.Namespace) -> int:
     return _guard("dump", body)
 
 
-def _source(path: str) -> "Source":
+def _source(path: str) -> Source:
     try:
         return read_source(path)
     except LoadError as error:
@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 from collections.abc import Callable  # noqa: E402
+
 from presk.diagnostics import Source  # noqa: E402
 
 __all__ = ["CompileError", "check", "dump", "run"]

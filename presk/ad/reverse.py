@@ -173,7 +173,9 @@ class _Adjoints:
             tree = b.prim("zeros_like", (self.primal[index],), ty)
             for name, values in self.fields[index].items():
                 member = _member_type(ty, name)
-                tree = b.prim("set_field", (tree, self._sum(values, member)), ty, (("field", name),))
+                tree = b.prim(
+                    "set_field", (tree, self._sum(values, member)), ty, (("field", name),)
+                )
             parts.append(tree)
         if index in self.items:
             assert isinstance(ty, TupleT)
@@ -243,9 +245,7 @@ class Differentiator:
         target = f"{name}.vjp{_suffix(fn, wrt)}"
         if target in self.generated:
             return target
-        combined = self.combined(
-            fn, wrt, target, with_value=False, dce=self.remat == "recompute"
-        )
+        combined = self.combined(fn, wrt, target, with_value=False, dce=self.remat == "recompute")
         if self.remat == "recompute":
             self.add(combined)
             return target
@@ -272,7 +272,11 @@ class Differentiator:
     # ------------------------------------------------------------ the sweep
 
     def combined(
-        self, fn: ir.Function, wrt: tuple[int, ...], target: str, with_value: bool,
+        self,
+        fn: ir.Function,
+        wrt: tuple[int, ...],
+        target: str,
+        with_value: bool,
         dce: bool = True,
     ) -> ir.Function:
         """Forward pass then reverse sweep in one function (the recompute form)."""
@@ -348,8 +352,13 @@ class Differentiator:
                     types[a.index] if is_active(a) else None  # type: ignore[union-attr]
                     for a in args
                 )
-                site = Site(op, tuple(_remap_operand(a, m) for a in args), arg_types,
-                            m[instr.index], instr.type)
+                site = Site(
+                    op,
+                    tuple(_remap_operand(a, m) for a in args),
+                    arg_types,
+                    m[instr.index],
+                    instr.type,
+                )
                 for arg, contribution in zip(args, rule(b, site, ct), strict=False):
                     if contribution is not None and is_active(arg):
                         assert isinstance(arg, ir.Ref)
@@ -367,7 +376,8 @@ class Differentiator:
                 out_ty = TupleT(tuple(target.params[i].type for i in positions))
                 call_ty = self._call_types(args, positions, types)
                 out = b.emit(
-                    None, call_ty or out_ty,
+                    None,
+                    call_ty or out_ty,
                     ir.Call(vjp, dims, (*(_remap_operand(a, m) for a in args), ct)),
                 )
                 for k, i in enumerate(positions):
@@ -382,8 +392,13 @@ class Differentiator:
                     None,
                     TupleT((st, it)),
                     ir.FoldVjp(
-                        vjp, dims, callee, _remap_operand(stacked, m), count,
-                        _remap_operand(init, m), ct,
+                        vjp,
+                        dims,
+                        callee,
+                        _remap_operand(stacked, m),
+                        count,
+                        _remap_operand(init, m),
+                        ct,
                     ),
                 )
                 for k, operand in enumerate((stacked, init)):
@@ -494,8 +509,14 @@ def _dce(fn: ir.Function) -> ir.Function:
         m[instr.index] = ir.Ref(index, instr.name)
         body.append(ir.Instr(index, instr.name, instr.type, remap(instr.op, m), instr.span))
     return ir.Function(
-        fn.name, fn.dims, tuple(params), fn.ret, fn.effects, tuple(body),
-        _remap_operand(fn.result, m), fn.span,
+        fn.name,
+        fn.dims,
+        tuple(params),
+        fn.ret,
+        fn.effects,
+        tuple(body),
+        _remap_operand(fn.result, m),
+        fn.span,
     )
 
 
@@ -516,7 +537,9 @@ def differentiate(module: ir.Module, remat: str = "store") -> ir.Module:
             else:
                 body.append(instr)
         rewritten.append(
-            ir.Function(fn.name, fn.dims, fn.params, fn.ret, fn.effects, tuple(body), fn.result, fn.span)
+            ir.Function(
+                fn.name, fn.dims, fn.params, fn.ret, fn.effects, tuple(body), fn.result, fn.span
+            )
         )
     extra = [d.generated[name] for name in d.order]
     return ir.Module((*rewritten, *extra))

@@ -24,7 +24,10 @@ class Emitter(Protocol):
     """What a rule may do: emit a primitive with a result type."""
 
     def prim(
-        self, name: str, args: tuple[ir.Operand, ...], ty: Type,
+        self,
+        name: str,
+        args: tuple[ir.Operand, ...],
+        ty: Type,
         attrs: tuple[tuple[str, ir.AttrValue], ...] = (),
     ) -> ir.Operand: ...
 
@@ -78,7 +81,7 @@ def _mul(e: Emitter, s: Site, ct: ir.Operand) -> Contribs:
 
 
 def _div(e: Emitter, s: Site, ct: ir.Operand) -> Contribs:
-    a, b = s.args
+    _a, b = s.args
     da = e.prim("div", (ct, b), s.y_type) if s.arg_types[0] is not None else None
     db = None
     if s.arg_types[1] is not None:
@@ -151,9 +154,7 @@ RULES: dict[str, Rule] = {
     ),
     "erf": _unary(lambda e, s, ct: e.prim("erf_vjp", (ct, s.args[0]), s.y_type)),
     "gelu": _unary(lambda e, s, ct: e.prim("gelu_vjp", (ct, s.args[0]), s.y_type)),
-    "relu": _unary(
-        lambda e, s, ct: _times(e, s, ct, e.prim("heaviside", (s.args[0],), s.y_type))
-    ),
+    "relu": _unary(lambda e, s, ct: _times(e, s, ct, e.prim("heaviside", (s.args[0],), s.y_type))),
     "abs": _unary(lambda e, s, ct: _times(e, s, ct, e.prim("sign", (s.args[0],), s.y_type))),
     "sum": lambda e, s, ct: [_reduce(e, s, ct, "sum")],
     "mean": lambda e, s, ct: [_reduce(e, s, ct, "mean")],
@@ -174,9 +175,7 @@ RULES: dict[str, Rule] = {
         e.prim("softmax_vjp", (ct, s.y), s.y_type, s.prim.attrs),
         None,
     ],
-    "log_softmax": lambda e, s, ct: [
-        e.prim("log_softmax_vjp", (ct, s.y), s.y_type, s.prim.attrs)
-    ],
+    "log_softmax": lambda e, s, ct: [e.prim("log_softmax_vjp", (ct, s.y), s.y_type, s.prim.attrs)],
     "cross_entropy": lambda e, s, ct: [
         e.prim("cross_entropy_vjp", (ct, s.args[0], s.args[1]), _ty(s, 0)),
         None,

@@ -73,10 +73,8 @@ def op_text(op: ir.Op) -> str:
             return f"call {fn}{_dims(dims)}(" + ", ".join(operand(a) for a in args) + ")"
         case ir.GradOf(fn, dims, args):
             return f"grad {fn}{_dims(dims)}(" + ", ".join(operand(a) for a in args) + ")"
-        case ir.Fold(fn, dims, stacked, count, init, extra):
-            return (
-                f"fold {fn}{_dims(dims)} over {operand(stacked)} × {count} from {operand(init)}"
-            )
+        case ir.Fold(fn, dims, stacked, count, init, _):
+            return f"fold {fn}{_dims(dims)} over {operand(stacked)} × {count} from {operand(init)}"
         case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):
             return (
                 f"fold_vjp {fn}{_dims(dims)} of {forward} over {operand(stacked)} × {count} "

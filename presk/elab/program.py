@@ -123,7 +123,9 @@ class _Loader:
             return self.by_path[key]
         if key in self.loading:
             assert via is not None
-            self.error("E1001", f"import cycle through `{path}`", via.path.span, "imported again here")
+            self.error(
+                "E1001", f"import cycle through `{path}`", via.path.span, "imported again here"
+            )
             return None
         try:
             source = read_source(path)
@@ -146,7 +148,9 @@ class _Loader:
 
     def declare(self, env: FileEnv, ident: ast.Ident, table: Mapping[str, object]) -> bool:
         if ident.name in table:
-            self.error("E1003", f"`{ident.name}` is declared twice", ident.span, "declared again here")
+            self.error(
+                "E1003", f"`{ident.name}` is declared twice", ident.span, "declared again here"
+            )
             return False
         return True
 
@@ -239,14 +243,17 @@ class _Loader:
         if result.valid:
             return
         if variables and result.counterexample:
-            label = f"`{text}` is false for {pb.format_counterexample(result.counterexample, variables)}"
+            witness = pb.format_counterexample(result.counterexample, variables)
+            label = f"`{text}` is false for {witness}"
         else:
             label = f"`{text}` is false with the constants of this file"
         self.error("E1004", f"static assertion fails: {text}", decl.span, label)
 
 
 def _show(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    return (
+        str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    )
 
 
 @dataclass
@@ -317,24 +324,34 @@ def _lin_binary(op: ast.BinOp, a: Lin, b: Lin, expr: ast.Binary) -> Lin:
             case ast.BinOp.DIV:
                 if not b.is_const or b.const == 0:
                     raise ConstError(
-                        "E1007", "division by zero or by a dimension", expr.span, "cannot divide here"
+                        "E1007",
+                        "division by zero or by a dimension",
+                        expr.span,
+                        "cannot divide here",
                     )
                 return a * (1 / b.const)
             case ast.BinOp.MOD:
                 if a.is_const and b.is_const and b.const != 0:
                     return Lin.const_(a.const % b.const)
                 raise ConstError(
-                    "E1007", "`%` needs constant operands here", expr.span, "not a constant remainder"
+                    "E1007",
+                    "`%` needs constant operands here",
+                    expr.span,
+                    "not a constant remainder",
                 )
             case ast.BinOp.POW:
                 if a.is_const and b.is_const and b.const.denominator == 1:
                     return Lin.const_(a.const ** int(b.const))
-                raise ConstError("E1007", "`^` needs constant operands here", expr.span, "not constant")
+                raise ConstError(
+                    "E1007", "`^` needs constant operands here", expr.span, "not constant"
+                )
     except NonLinear:
         raise ConstError(
             "E1008", "dimension expression is not linear", expr.span, "a product of two dimensions"
         ) from None
-    raise ConstError("E2013", "not a dimension expression", expr.span, f"`{op.value}` is not allowed here")
+    raise ConstError(
+        "E2013", "not a dimension expression", expr.span, f"`{op.value}` is not allowed here"
+    )
 
 
 _PB_OPS = {
@@ -359,7 +376,9 @@ def assertion_formula(env: FileEnv, cond: ast.Expr) -> tuple[pb.Formula, list[st
         return None
 
     if not (isinstance(cond, ast.Binary) and cond.op in _PB_OPS):
-        raise ConstError("E1009", "a static assertion is a comparison", cond.span, "expected `==`, `<=`, ...")
+        raise ConstError(
+            "E1009", "a static assertion is a comparison", cond.span, "expected `==`, `<=`, ..."
+        )
     left, right = cond.left, cond.right
     # `a % k == r` with a symbolic `a` is a divisibility constraint: k | (a - r).
     if (

@@ -251,9 +251,7 @@ def stack_layers(layers: list[Any], like: Any) -> Any:
         data = np.stack([layer.data for layer in layers]) if layers else like.data
         return Tensor(Kind.REAL, like.axes, data)
     assert isinstance(like, Tree)
-    return Tree(
-        tuple((k, stack_layers([layer[k] for layer in layers], v)) for k, v in like.items)
-    )
+    return Tree(tuple((k, stack_layers([layer[k] for layer in layers], v)) for k, v in like.items))
 
 
 __all__ = ["Axis"]

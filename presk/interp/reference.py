@@ -22,9 +22,8 @@ import gmpy2
 
 from presk.core import ir
 from presk.elab.presburger import Lin
-from presk.elab.ty import Elem
+from presk.elab.ty import Elem, Type
 from presk.elab.ty import Tensor as TensorT
-from presk.elab.ty import Type
 from presk.interp import adjoints, prims, rng
 from presk.interp.tensor import Axis, Kind, PrimError, Tensor
 
@@ -58,7 +57,9 @@ class Tree:
             if isinstance(value, Tree):
                 items.append((key, value.layer(index)))
             elif isinstance(value, Tensor):
-                items.append((key, Tensor(value.kind, value.axes[1:], value.data[index], value.bound)))
+                items.append(
+                    (key, Tensor(value.kind, value.axes[1:], value.data[index], value.bound))
+                )
             else:
                 items.append((key, value))
         return Tree(tuple(items))
@@ -108,7 +109,9 @@ class Interpreter:
             case ir.Lit(value):
                 return value
 
-    def step(self, fn: ir.Function, instr: ir.Instr, env: dict[int, Value], dims: dict[str, int]) -> Value:
+    def step(
+        self, fn: ir.Function, instr: ir.Instr, env: dict[int, Value], dims: dict[str, int]
+    ) -> Value:
         op = instr.op
         match op:
             case ir.Prim(name, args, _):
@@ -162,7 +165,9 @@ class Interpreter:
                     "`grad` is evaluated by reverse-mode differentiation, which is not built yet"
                 )
 
-    def prim(self, op: ir.Prim, values: list[Value], dims: dict[str, int], instr: ir.Instr) -> Value:
+    def prim(
+        self, op: ir.Prim, values: list[Value], dims: dict[str, int], instr: ir.Instr
+    ) -> Value:
         name = op.name
         if name in _ELEMENTWISE:
             return _ELEMENTWISE[name](*(_as_tensor(v) for v in values))
@@ -177,7 +182,11 @@ class Interpreter:
                     return prims.pow_(base, int(exponent))
                 return prims.pow_(base, _as_tensor(exponent))
             case "sum" | "mean" | "max":
-                reduce = {"sum": prims.reduce_sum, "mean": prims.reduce_mean, "max": prims.reduce_max}
+                reduce = {
+                    "sum": prims.reduce_sum,
+                    "mean": prims.reduce_mean,
+                    "max": prims.reduce_max,
+                }
                 return reduce[name](_as_tensor(values[0]), axis if isinstance(axis, str) else None)
             case "dot":
                 return prims.dot(_as_tensor(values[0]), _as_tensor(values[1]))
@@ -239,11 +248,11 @@ class Interpreter:
                 assert isinstance(static, TensorT)
                 x = _as_tensor(values[0])
                 index = [a.name for a in x.axes].index(axis)
-                sizes = [
-                    _int(a.size, dims) for a in static.axes if a.name in parts
-                ]
+                sizes = [_int(a.size, dims) for a in static.axes if a.name in parts]
                 del index
-                return prims.split(x, axis, [Axis(str(n), s) for n, s in zip(parts, sizes, strict=True)])
+                return prims.split(
+                    x, axis, [Axis(str(n), s) for n, s in zip(parts, sizes, strict=True)]
+                )
             case "split_heads":
                 heads = op.attr("heads")
                 static = instr.type
@@ -287,6 +296,7 @@ _UNARY = {
     "relu": prims.relu,
     "abs": prims.abs_,
 }
+
 
 def _relabel(op: ir.Prim) -> tuple[tuple[str, str], ...]:
     value = op.attr("relabel")
@@ -344,9 +354,29 @@ EVALUATED = frozenset(
     set(_ELEMENTWISE)
     | set(_UNARY)
     | {
-        "pow", "sum", "mean", "max", "dot", "ein", "softmax", "log_softmax", "cross_entropy",
-        "causal_mask", "positions", "embed", "one_hot", "argmax", "sample", "dropout", "real",
-        "merge", "split", "split_heads", "merge_heads", "dim", "init",
+        "pow",
+        "sum",
+        "mean",
+        "max",
+        "dot",
+        "ein",
+        "softmax",
+        "log_softmax",
+        "cross_entropy",
+        "causal_mask",
+        "positions",
+        "embed",
+        "one_hot",
+        "argmax",
+        "sample",
+        "dropout",
+        "real",
+        "merge",
+        "split",
+        "split_heads",
+        "merge_heads",
+        "dim",
+        "init",
     }
     | set(_ADJOINTS)
 )

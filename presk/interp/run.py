@@ -63,9 +63,7 @@ def _natural(flag: str, name: str, text: str, low: int = 0, high: int | None = N
 def function_names(checked: CheckedProgram) -> list[str]:
     """The main file's declared functions, as `--entry` accepts them."""
     main = checked.program.main
-    return [
-        info.name for info in checked.functions if info.file is main and not info.generated
-    ]
+    return [info.name for info in checked.functions if info.file is main and not info.generated]
 
 
 def find_entry(checked: CheckedProgram, text: str) -> Entry:
@@ -78,11 +76,17 @@ def find_entry(checked: CheckedProgram, text: str) -> Entry:
     main = checked.program.main
     if module_path is None:
         info = next(
-            (i for i in checked.functions if i.file is main and i.name == fn_name and not i.generated),
+            (
+                i
+                for i in checked.functions
+                if i.file is main and i.name == fn_name and not i.generated
+            ),
             None,
         )
         if info is None:
-            raise _usage(f"--entry {text}: no function `{fn_name}` in {main.path}; functions: {names}")
+            raise _usage(
+                f"--entry {text}: no function `{fn_name}` in {main.path}; functions: {names}"
+            )
         return Entry(info, text, {})
     parts = module_path.split(".")
     file: FileEnv | None = main
@@ -137,7 +141,9 @@ def bind_dims(
     for name, value in list(dims.items()):
         bound = info.file.dim_bounds.get(name)
         if bound is not None and value > bound:
-            raise RunError(f"`dim` bound violated: `{name} <= {bound}` is false for {name} = {value}")
+            raise RunError(
+                f"`dim` bound violated: `{name} <= {bound}` is false for {name} = {value}"
+            )
     missing = [d for d in info.dims if d not in dims]
     if missing:
         raise RunError(
@@ -156,7 +162,9 @@ def concrete_type(ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...]) -> s
             body = subst(ty, env)
             assert isinstance(body, TensorT)
             prefix_axes = tuple(
-                __import__("presk.elab.ty", fromlist=["Axis"]).Axis(a.name, Lin.const_(Fraction(a.size)))
+                __import__("presk.elab.ty", fromlist=["Axis"]).Axis(
+                    a.name, Lin.const_(Fraction(a.size))
+                )
                 for a in (prefix if ty.open else ())
             )
             return str(TensorT(body.elem, prefix_axes + body.axes, False, body.bound))
@@ -165,7 +173,9 @@ def concrete_type(ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...]) -> s
     return str(subst(ty, env))
 
 
-def format_result(value: Value, ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...], digits: int) -> str:
+def format_result(
+    value: Value, ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...], digits: int
+) -> str:
     """`type = value`, or a parameter tree block."""
     if isinstance(value, Tree):
         lines = ["params = {"]
@@ -316,9 +326,8 @@ def _evaluate(
                 block = format_result(value, ty, dims, shown_prefix, digits)
                 out.append(f"{name} : " + block)
             else:
-                out.append(
-                    f"{name} : {concrete_type(ty, dims, shown_prefix)} = {_value_text(value, digits)}"
-                )
+                shown = concrete_type(ty, dims, shown_prefix)
+                out.append(f"{name} : {shown} = {_value_text(value, digits)}")
         out.append("-- result")
     out.append(format_result(result, info.ret, dims, shown_prefix, digits))
     sys.stdout.write("\n".join(out) + "\n")

@@ -76,7 +76,9 @@ def synthesize(
             return key
         case Hyper(kind):
             if default is None:
-                raise RunError(f"cannot synthesize hyperparameter `{name}` of type {kind}: no default")
+                raise RunError(
+                    f"cannot synthesize hyperparameter `{name}` of type {kind}: no default"
+                )
             return default
         case Params(inst):
             return initialize(inst, dims, seed, "theta/")

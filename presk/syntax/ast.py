@@ -286,7 +286,21 @@ class Stream:
     span: Span
 
 
-Expr = Num | Str | Name | Member | Call | Binary | Neg | Ascribe | TupleExpr | Lambda | Ein | Grad | Stream
+Expr = (
+    Num
+    | Str
+    | Name
+    | Member
+    | Call
+    | Binary
+    | Neg
+    | Ascribe
+    | TupleExpr
+    | Lambda
+    | Ein
+    | Grad
+    | Stream
+)
 
 
 # ---------------------------------------------------------------- bodies
@@ -471,9 +485,7 @@ class Training:
     span: Span
 
 
-Decl = (
-    Import | Const | StaticAssert | DimDecl | TypeAlias | Module | FnDecl | Optimizer | Training
-)
+Decl = Import | Const | StaticAssert | DimDecl | TypeAlias | Module | FnDecl | Optimizer | Training
 
 
 @dataclass(frozen=True, slots=True)

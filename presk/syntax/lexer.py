@@ -118,7 +118,8 @@ class Lexer:
             return
         if self._next_line_starts_with_pipe(at):
             return
-        self.emit(Kind.NEWLINE, "\n", at, at + 1)
+        # The newline that ends a file without one is empty: spans stay in the text.
+        self.emit(Kind.NEWLINE, "\n", at, min(at + 1, len(self.text)))
 
     def _next_line_starts_with_pipe(self, at: int) -> bool:
         i = at + 1
@@ -196,7 +197,7 @@ class Lexer:
         while end < len(text) and text[end] not in '"\n':
             end += 1
         if end >= len(text) or text[end] != '"':
-            self.error("E0002", "unterminated string", start, end, "this string has no closing `\"`")
+            self.error("E0002", "unterminated string", start, end, 'this string has no closing `"`')
             self.pos = end
             return
         self.emit(Kind.STRING, text[start + 1 : end], start, end + 1)
@@ -215,7 +216,9 @@ class Lexer:
                 return
         ch = text[start]
         shown = ch if ch.isprintable() else f"U+{ord(ch):04X}"
-        self.error("E0001", f"unexpected character `{shown}`", start, start + 1, "not part of the language")
+        self.error(
+            "E0001", f"unexpected character `{shown}`", start, start + 1, "not part of the language"
+        )
         self.pos = start + 1
 
 

@@ -91,12 +91,22 @@ class Parser:
         if self.tok.kind == kind:
             return self.advance()
         wanted = what or describe(kind)
-        self.fail("E0010", f"expected {wanted}, found {self.tok.found()}", self.tok, f"expected {wanted} here")
+        self.fail(
+            "E0010",
+            f"expected {wanted}, found {self.tok.found()}",
+            self.tok,
+            f"expected {wanted} here",
+        )
 
     def expect_word(self, word: str) -> Token:
         if self.at_word(word):
             return self.advance()
-        self.fail("E0010", f"expected `{word}`, found {self.tok.found()}", self.tok, f"expected `{word}` here")
+        self.fail(
+            "E0010",
+            f"expected `{word}`, found {self.tok.found()}",
+            self.tok,
+            f"expected `{word}` here",
+        )
 
     def ident(self) -> ast.Ident:
         token = self.expect(Kind.IDENT, "a name")
@@ -274,9 +284,7 @@ class Parser:
                 self.recover(_MEMBER)
             self.skip_newlines()
         self.expect(Kind.RBRACE, "`}` closing the module")
-        return ast.Module(
-            name, dims, tuple(params), tuple(uses), tuple(fns), self.span_from(start)
-        )
+        return ast.Module(name, dims, tuple(params), tuple(uses), tuple(fns), self.span_from(start))
 
     # param := 'param' IDENT ':' type ('init' '=' IDENT ('(' kwargs ')')?)?
     def parse_param(self) -> ast.ParamDecl:
@@ -394,7 +402,7 @@ class Parser:
     def parse_optimizer(self) -> ast.Optimizer:
         start = self.advance().span
         name = self.ident()
-        fields, checkpoint = self.parse_block_fields(allow_checkpoint=False)
+        fields, _checkpoint = self.parse_block_fields(allow_checkpoint=False)
         return ast.Optimizer(name, fields, self.span_from(start))
 
     # training := 'training' IDENT '{' (field | checkpoint NEWLINE)* '}'
@@ -492,7 +500,9 @@ class Parser:
                 return ast.TupleType(tuple(items), self.span_from(start))
             case Kind.IDENT:
                 return self.parse_named_type()
-        self.fail("E0013", f"expected a type, found {self.tok.found()}", self.tok, "expected a type here")
+        self.fail(
+            "E0013", f"expected a type, found {self.tok.found()}", self.tok, "expected a type here"
+        )
 
     # named := IDENT ('.' IDENT)* ('{' expr (',' expr)* '}')?
     def parse_named_type(self) -> ast.NamedType:

@@ -22,9 +22,7 @@ from presk.elab.presburger import Lin
 from presk.elab.program import ConstError, FileEnv, ModuleInfo, Program, lin_eval, lookup_const
 from presk.elab.ty import (
     SCALAR,
-    Axis,
     Elem,
-    FnT,
     Hyper,
     Instance,
     KeyT,
@@ -150,6 +148,7 @@ class Checker:
         self.inits: list[FnInfo] = []
         self.instances: list[Instance] = []
         self._prefixes: dict[int, str] | None = None
+        self._reported: set[tuple[str, str, str, int, int]] = set()
 
     # ------------------------------------------------------------ driver
 
@@ -196,6 +195,10 @@ class Checker:
         help: str | None = None,
         note: str | None = None,
     ) -> None:
+        key = (code, message, span.source.path, span.start, span.end)
+        if key in self._reported:
+            return  # the same broken declaration, reached again from another function
+        self._reported.add(key)
         self.sink.report(Diagnostic(code, message, Label(span, label), secondary, help, note))
 
     def fail(self, code: str, message: str, span: Span, label: str, **extra: str) -> Abort:
@@ -203,7 +206,9 @@ class Checker:
         return Abort()
 
     def shape_fail(self, error: ShapeError, span: Span) -> Abort:
-        return self.fail(error.code, error.message, span, error.label, note=error.note, help=error.help)  # type: ignore[arg-type]
+        return self.fail(
+            error.code, error.message, span, error.label, note=error.note, help=error.help
+        )  # type: ignore[arg-type]
 
     def prefix(self, file: FileEnv) -> str:
         """`stem.` for a file whose names clash with another file's, else empty.
@@ -317,16 +322,17 @@ class Checker:
         for effect in decl.effects:
             if effect.name != "Rand":
                 self.report(
-                    "E4002", f"unknown effect `{effect.name}`", effect.span, "the only effect is `Rand`"
+                    "E4002",
+                    f"unknown effect `{effect.name}`",
+                    effect.span,
+                    "the only effect is `Rand`",
                 )
         self.set_dim_ctx(info)
         info.state = "signed"
 
     def set_dim_ctx(self, info: FnInfo) -> None:
         bounds = {
-            name: int(bound)
-            for name, bound in info.file.dim_bounds.items()
-            if name in info.dims
+            name: int(bound) for name, bound in info.file.dim_bounds.items() if name in info.dims
         }
         info.dim_ctx = DimContext(list(info.dims), bounds)
 
@@ -373,6 +379,10 @@ class Checker:
             info.state = "done"
         except Abort:
             info.state = "failed"
+        except ConstError as error:
+            # A declaration this body reaches (a `use`, a parameter's type) is broken.
+            self.report(error.code, error.message, error.span, error.label)
+            info.state = "failed"
 
     def bind_params(self, ctx: FnCtx) -> None:
         info = ctx.info
@@ -411,7 +421,11 @@ class Checker:
                         zip(names, value.ty.items, strict=True)
                     ):
                         part = ctx.emit(
-                            ident.name, item_ty, ir.Get(value.operand, index), ident.span, value.deps
+                            ident.name,
+                            item_ty,
+                            ir.Get(value.operand, index),
+                            ident.span,
+                            value.deps,
                         )
                         ctx.locals[ident.name] = part
                         ctx.info.lets.append((ident.name, item_ty))
@@ -603,7 +617,7 @@ class Checker:
                         f"`{name.name}` is a constant, not a real",
                         node.span,
                         "a constant is a number of the program's shape",
-                        help=f"inject it into ℝ with `({node.base.span.source.text[node.span.start:node.span.end]} : ℝ)`",
+                        help=f"inject it into ℝ with `({_source_text(node)} : ℝ)`",
                     )
                 raise self.fail(
                     "E2001",
@@ -640,7 +654,9 @@ class Checker:
                 "E2002", "only `(c : ℝ)` injections are supported", ty.span, "expected `ℝ`"
             )
         try:
-            lin = lin_eval(ctx.info.file, value, lambda n: Lin.var(n) if n in ctx.info.dims else None)
+            lin = lin_eval(
+                ctx.info.file, value, lambda n: Lin.var(n) if n in ctx.info.dims else None
+            )
         except ConstError:
             inner = self.value(ctx, self.expr(ctx, value), value.span)
             return self.to_real(ctx, inner, node.span)
@@ -686,7 +702,9 @@ class Checker:
                     "a hyperparameter is a machine number",
                     help="inject it into ℝ with `real(…)`",
                 )
-        raise self.fail("E2002", f"expected a real tensor, found `{val.ty}`", node.span, "not a real")
+        raise self.fail(
+            "E2002", f"expected a real tensor, found `{val.ty}`", node.span, "not a real"
+        )
 
     def emit_prim(
         self,
@@ -911,7 +929,7 @@ class Checker:
             raise self.shape_fail(error, node.span) from None
         operands: list[ir.Operand] = []
         deps_in: list[Deps] = []
-        for (pname, pty, _), (_, got) in zip(params, vals, strict=True):
+        for (_, pty, _), (_, got) in zip(params, vals, strict=True):
             if isinstance(pty, ModuleT):
                 continue
             assert isinstance(got, Val)
@@ -965,7 +983,11 @@ class Checker:
         own = {p.name for p in lnode.params}
         captures: list[str] = []
         for ident in _free_names(lnode.body, own):
-            if ident in outer.locals and isinstance(outer.locals[ident], Val) and ident not in captures:
+            if (
+                ident in outer.locals
+                and isinstance(outer.locals[ident], Val)
+                and ident not in captures
+            ):
                 captures.append(ident)
             elif ident in outer.locals and isinstance(outer.locals[ident], ModVal):
                 continue
@@ -1082,11 +1104,13 @@ class Checker:
                 )
             raise self.fail(
                 "E3001",
-                f"cannot differentiate through {prim}: the function is discontinuous (Disc) in `{wrt}`",
+                f"cannot differentiate through {prim}: "
+                f"the function is discontinuous (Disc) in `{wrt}`",
                 g.span,
                 f"`grad` here, with respect to `{wrt}`",
                 secondary=secondary,  # type: ignore[arg-type]
-                help="use `softmax` for a smooth surrogate, or an explicit straight-through relaxation",
+                help="use `softmax` for a smooth surrogate, "
+                "or an explicit straight-through relaxation",
                 note=f"in `{ctx.info.name}`; `grad` requires the class C⁰⁺ or better",
             )
         deps = regs.through(info.regularity, [a.deps for a in all_args], info.depends)
@@ -1095,6 +1119,10 @@ class Checker:
         dims = tuple((d, Lin.var(d)) for d in info.dims)
         op = ir.GradOf(info.name, dims, tuple(a.operand for a in all_args))
         return ctx.emit(None, wrt_ty, op, node.span, deps)
+
+
+def _source_text(node: ast.Expr) -> str:
+    return node.span.source.text[node.span.start : node.span.end]
 
 
 def _differentiable(ty: Type) -> bool:

@@ -26,9 +26,7 @@ def _signature(info: FnInfo, module_fn: bool) -> str:
     dims_declared = [d.name for d in info.decl.dims] if info.decl else []
     dims = "{" + " ".join(dims_declared) + "}" if dims_declared else ""
     params = [
-        f"{name} : {ty}"
-        for name, ty, _ in info.all_params
-        if not (module_fn and name == "θ")
+        f"{name} : {ty}" for name, ty, _ in info.all_params if not (module_fn and name == "θ")
     ]
     effects = f" uses {', '.join(info.declared_effects)}" if info.declared_effects else ""
     ret = f" -> {info.ret}" if info.ret is not None else ""
@@ -46,7 +44,7 @@ def elab_dump(checked: CheckedProgram) -> str:
             lines.append(f"import {decl.alias.name} = {target.path}")
     for name, value in main.consts.items():
         lines.append(f"const {name} = {_value(value)}")
-    for name, dim in main.dims.items():
+    for name, _dim in main.dims.items():
         bound = main.dim_bounds.get(name)
         lines.append(f"dim {name}" + (f" <= {_value(bound)}" if bound is not None else ""))
     for decl in main.tree.decls:

@@ -63,7 +63,9 @@ def apply(checker: Checker, ctx: FnCtx, name: str, node: ast.Call) -> Val:
 def _dim_size(checker: Checker, ctx: FnCtx, size: ast.Expr) -> Lin:
     info = ctx.info
     try:
-        return lin_eval(info.file, size, lambda n: Lin.var(n) if n in info.dims or n in info.file.dims else None)
+        return lin_eval(
+            info.file, size, lambda n: Lin.var(n) if n in info.dims or n in info.file.dims else None
+        )
     except ConstError as error:
         raise checker.fail(error.code, error.message, error.span, error.label) from None
 
@@ -72,7 +74,8 @@ def _arity(checker: Checker, name: str, node: ast.Call, args: Args, count: int) 
     if len(args.positional) != count:
         raise checker.fail(
             "E2002",
-            f"`{name}` takes {count} argument{'s' if count != 1 else ''}, given {len(args.positional)}",
+            f"`{name}` takes {count} argument{'s' if count != 1 else ''}, "
+            f"given {len(args.positional)}",
             node.span,
             "wrong number of arguments",
         )
@@ -90,7 +93,9 @@ def _real(checker: Checker, val: Val, expr: ast.Expr) -> Tensor:
             "indices and masks are not reals",
             help="convert them explicitly with `real(…)`",
         )
-    raise checker.fail("E2002", f"expected a real tensor, found `{ty}`", expr.span, "not a real tensor")
+    raise checker.fail(
+        "E2002", f"expected a real tensor, found `{ty}`", expr.span, "not a real tensor"
+    )
 
 
 def _axis_index(checker: Checker, ty: Tensor, ident: ast.Ident) -> int:
@@ -107,7 +112,9 @@ def _axis_index(checker: Checker, ty: Tensor, ident: ast.Ident) -> int:
 
 def _one_axis(checker: Checker, name: str, node: ast.Call, args: Args) -> ast.Ident | None:
     if len(args.axes) > 1:
-        raise checker.fail("E2002", f"`{name}` takes at most one `axis`", node.span, "too many axes")
+        raise checker.fail(
+            "E2002", f"`{name}` takes at most one `axis`", node.span, "too many axes"
+        )
     return args.axes[0] if args.axes else None
 
 
@@ -134,9 +141,7 @@ def _reduce(reg: Reg) -> Rule:
             return checker.emit_prim(ctx, name, SCALAR, (val,), node.span, reg=reg)
         index = _axis_index(checker, ty, axis)
         out = Tensor(Elem.REAL, ty.axes[:index] + ty.axes[index + 1 :], ty.open)
-        return checker.emit_prim(
-            ctx, name, out, (val,), node.span, (("axis", axis.name),), reg=reg
-        )
+        return checker.emit_prim(ctx, name, out, (val,), node.span, (("axis", axis.name),), reg=reg)
 
     return rule
 
@@ -193,7 +198,10 @@ def _cross_entropy(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args
     tty = targets.ty
     if not (isinstance(tty, Tensor) and tty.elem == Elem.IDX):
         raise checker.fail(
-            "E2002", f"`cross_entropy` takes indices as targets, found `{tty}`", texpr.span, "not idx"
+            "E2002",
+            f"`cross_entropy` takes indices as targets, found `{tty}`",
+            texpr.span,
+            "not idx",
         )
     if not lty.axes:
         raise checker.fail("E2007", "logits need a class axis", lexpr.span, "a scalar has none")
@@ -312,7 +320,7 @@ def _dropout(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args
 
 def _real_rule(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) -> Val:
     _arity(checker, name, node, args, 1)
-    val, expr = args.positional[0]
+    val, _expr = args.positional[0]
     return checker.to_real(ctx, val, node.span)
 
 
@@ -337,7 +345,10 @@ def _merge(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) 
     j = _axis_index(checker, ty, args.axes[1])
     if j != i + 1:
         raise checker.fail(
-            "E2007", "`merge` joins adjacent axes, the first before the second", node.span, "not adjacent"
+            "E2007",
+            "`merge` joins adjacent axes, the first before the second",
+            node.span,
+            "not adjacent",
         )
     size = _mul_sizes(checker, ty.axes[i].size, ty.axes[j].size, node)
     out = Tensor(Elem.REAL, ty.axes[:i] + (Axis(None, size),) + ty.axes[j + 1 :], ty.open)
@@ -374,7 +385,10 @@ def _split_heads(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: 
     _arity(checker, name, node, args, 1)
     if len(args.dims) != 1:
         raise checker.fail(
-            "E2002", "`split_heads` takes the heads as `split_heads(x, heads: H)`", node.span, "here"
+            "E2002",
+            "`split_heads` takes the heads as `split_heads(x, heads: H)`",
+            node.span,
+            "here",
         )
     val, expr = args.positional[0]
     ty = _real(checker, val, expr)

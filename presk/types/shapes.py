@@ -126,9 +126,7 @@ def elementwise(ctx: DimContext, a: Tensor, b: Tensor) -> Tensor:
 def dot(ctx: DimContext, a: Tensor, b: Tensor) -> Tensor:
     """`a · b`: a's last axis against b's first."""
     if not a.axes or not b.axes:
-        raise ShapeError(
-            "E2004", "`·` needs an axis on each side", "a scalar cannot be contracted"
-        )
+        raise ShapeError("E2004", "`·` needs an axis on each side", "a scalar cannot be contracted")
     if b.open:
         raise ShapeError(
             "E2004", "the right operand of `·` cannot have an open prefix", "open prefix here"
@@ -292,9 +290,7 @@ class Unifier:
 
 
 def _mismatch(param: Type, arg: Type) -> ShapeError:
-    return ShapeError(
-        "E2002", f"expected `{param}`, found `{arg}`", f"this has type `{arg}`"
-    )
+    return ShapeError("E2002", f"expected `{param}`, found `{arg}`", f"this has type `{arg}`")
 
 
 def same_type(ctx: DimContext, declared: Type, actual: Type) -> None:

@@ -45,7 +45,7 @@ def training_summary(checked: CheckedProgram) -> list[str]:
     for run in main.trainings:
         fields = {f.name.name: f for f in run.fields}
 
-        def show(key: str) -> str:
+        def show(key: str, fields: dict[str, ast.Field] = fields) -> str:
             return _text(fields[key].value).split(".")[-1] if key in fields else "?"
 
         lines.append(

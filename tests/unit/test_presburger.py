@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from presk.elab import presburger
 from presk.elab.presburger import (
     And,
     Bounds,
@@ -238,19 +239,44 @@ def formula_of(names: Sequence[str]) -> st.SearchStrategy[Formula]:
 
 
 @st.composite
+def system_of(draw: st.DrawFn, names: Sequence[str]) -> Formula:
+    """`not (p*u == q*v + r and ...)`: its counterexamples are the solutions of a small
+    system, whose least solution can lie far beyond every constant of the formula, and
+    often there is none (a validity the procedure must prove)."""
+    atoms: list[Formula] = []
+    for _ in range(draw(st.integers(1, 3))):
+        u, v = draw(st.permutations(names))[:2]
+        p, q, r = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(-3, 3))
+        atoms.append(Cmp("==", p * V(u), q * V(v) + r))
+    for _ in range(draw(st.integers(0, 2))):
+        w = draw(st.sampled_from(names))
+        if draw(st.booleans()):
+            atoms.append(Cmp(">=", V(w), C(draw(st.integers(0, 4)))))
+        else:
+            atoms.append(Divides(draw(st.integers(2, 4)), V(w) + draw(st.integers(-3, 3))))
+    return Not(And(tuple(draw(st.permutations(atoms)))))
+
+
+def problem_of(names: Sequence[str]) -> st.SearchStrategy[Formula]:
+    if len(names) == 1:
+        return formula_of(names)
+    return st.one_of(formula_of(names), system_of(names))
+
+
+@st.composite
 def boxed_problem(
     draw: st.DrawFn,
 ) -> tuple[Formula, list[str], list[int], list[int]]:
     names = ["x", "y", "z"][: draw(st.integers(1, 3))]
     lo = [draw(st.integers(0, 2)) for _ in names]
     hi = [low + draw(st.integers(0, 6 - low)) for low in lo]
-    return draw(formula_of(names)), names, lo, hi
+    return draw(problem_of(names)), names, lo, hi
 
 
 @st.composite
 def free_problem(draw: st.DrawFn) -> tuple[Formula, list[str]]:
     names = ["x", "y", "z"][: draw(st.integers(1, 3))]
-    return draw(formula_of(names)), names
+    return draw(problem_of(names)), names
 
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -332,3 +358,20 @@ def test_fractional_coefficients(cs: list[Fraction], op: CmpOp, c: int, k: int) 
     want = brute_box(f, names, [0, 0], [8, 8])
     assert decide(f, names, bounds, search_limit=0) == want, str(f)
     assert decide(f, names, bounds) == want, str(f)
+
+
+@SETTINGS
+@given(free_problem())
+def test_integer_solver_without_box(problem: tuple[Formula, list[str]]) -> None:
+    """The elimination procedure itself, over all integers: without box atoms variables
+    may lack lower or upper bounds, which exercises Cooper's infinity disjuncts."""
+    f, names = problem
+    n = len(names)
+    phi = presburger._compile(f, {v: i for i, v in enumerate(names)}, n, True)
+    model = presburger._sat(phi, n, [None] * n)
+    if model is None:
+        r = {1: 40, 2: 12, 3: 6}[n]
+        for p in itertools.product(range(-r, r + 1), repeat=n):
+            assert not evaluate(f, dict(zip(names, p, strict=True))), (str(f), p)
+    else:
+        assert evaluate(f, {v: model[i] for i, v in enumerate(names)}), str(f)
