@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from presk import __version__
-from presk.diagnostics import CompileError, print_diagnostics
+from presk.diagnostics import CompileError, CompilerBug, print_diagnostics
 
 BANNER = (
     f"presk {__version__}: a compiler for a typed tensor language "
@@ -174,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except CompileError as error:
         print_diagnostics(error.diagnostics, sys.stderr)
+        return 1
+    except CompilerBug as error:
+        sys.stderr.write(f"presk {args.command}: internal error (a bug in presk, not in the program): {error}\n")
         return 1
     except BrokenPipeError:
         return 0

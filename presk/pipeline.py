@@ -15,7 +15,7 @@ import sys
 from fractions import Fraction
 
 from presk.diagnostics import CompileError, Sink, print_diagnostics
-from presk.elab.program import LoadError, load, read_source
+from presk.elab.program import LoadError, UnknownConstant, load, read_source
 from presk.types.check import CheckedProgram, check_program
 
 
@@ -66,6 +66,10 @@ def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram
         program = load(path, overrides, sink)
     except LoadError as error:
         raise CommandError(str(error)) from None
+    except UnknownConstant as error:
+        from presk.cli import UsageError
+
+        raise UsageError(str(error)) from None
     checked = check_program(program, sink)
     sink.check()
     return checked, sink

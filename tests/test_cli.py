@@ -199,7 +199,7 @@ def test_const_reaches_imported_files() -> None:
     code, out, err = run_presk("check", "tutorial/07_train.psk", "--const", "D=5")
     assert code == 1
     assert err.startswith("[E2006] Error: dimension mismatch: `5` vs `4`")
-    assert "tutorial/07_train.psk:7:9" in err
+    assert "tutorial/07_train.psk:7:26" in err  # at the argument `x`
 
 
 def test_dump_unknown_stage() -> None:

@@ -30,6 +30,10 @@ class LoadError(Exception):
     """A file could not be read (not a diagnostic: there is no span to show)."""
 
 
+class UnknownConstant(Exception):
+    """`--const` names no constant of the program: a usage error."""
+
+
 @dataclass(eq=False)
 class ModuleInfo:
     """A module declaration and the file it lives in."""
@@ -86,7 +90,7 @@ def load(path: str, overrides: dict[str, Fraction], sink: Sink) -> Program:
     sink.check()
     unknown = sorted(set(overrides) - loader.const_names)
     if unknown:
-        raise LoadError(f"--const {unknown[0]}: no constant `{unknown[0]}` in this program")
+        raise UnknownConstant(f"--const {unknown[0]}: no constant `{unknown[0]}` in this program")
     return Program(loader.files, overrides)
 
 
@@ -183,13 +187,31 @@ class _Loader:
                 case ast.Module(name):
                     if self.declare(env, name, env.modules):
                         env.modules[name.name] = ModuleInfo(name.name, env, decl)
+                        members: dict[str, object] = {}
+                        for ident in [
+                            *(p.name for p in decl.params),
+                            *(u.name for u in decl.uses),
+                            *(f.name for f in decl.fns),
+                        ]:
+                            if self.declare(env, ident, members):
+                                members[ident.name] = ident
+                        for fn in decl.fns:
+                            self.check_params(env, fn)
                 case ast.FnDecl(name):
                     if self.declare(env, name, env.fns):
                         env.fns[name.name] = decl
+                    self.check_params(env, decl)
                 case ast.Optimizer(name):
                     env.optimizers[name.name] = decl
                 case ast.Training():
                     env.trainings.append(decl)
+
+    def check_params(self, env: FileEnv, decl: ast.FnDecl) -> None:
+        """A function's dimension and value parameters are named once each."""
+        seen: dict[str, object] = {}
+        for ident in [*decl.dims, *(p.name for p in decl.params)]:
+            if self.declare(env, ident, seen):
+                seen[ident.name] = ident
 
     # ------------------------------------------------------------ constants
 
@@ -297,6 +319,13 @@ def lin_eval(env: FileEnv, expr: ast.Expr, dim: DimLookup) -> Lin:
                 var = dim(ident.name)
                 if var is not None:
                     return var
+                if ident.name in env.dims:
+                    raise ConstError(
+                        "E1010",
+                        f"`{ident.name}` is a dimension: a constant cannot depend on it",
+                        expr.span,
+                        "a dimension has no value until the program runs",
+                    )
             raise ConstError(
                 "E2001",
                 f"unresolved name `{ident.name}`",

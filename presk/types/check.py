@@ -742,6 +742,13 @@ class Checker:
             except ShapeError as error:
                 raise self.shape_fail(error, node.span) from None
             return self.emit_prim(ctx, "dot", ty, (a, b), node.span)
+        if op == ast.BinOp.PIPE:
+            raise self.fail(
+                "E2008",
+                "`|>` is not an operation on reals",
+                node.span,
+                "a pipeline belongs in a training run's `data` field",
+            )
         if op not in names:
             raise self.fail(
                 "E2008",
@@ -860,7 +867,10 @@ class Checker:
         """A call of a user function: match arguments, bind dims, compose regularity."""
         if info.state == "checking":
             raise self.fail(
-                "E2014", f"`{info.name}` calls itself", node.span, "recursion is not supported"
+                "E2014",
+                f"`{info.name}` is called while it is being checked: recursion is not supported",
+                node.span,
+                "this call closes a cycle of calls",
             )
         self.check_fn(info)
         if info.state == "failed" or info.ret is None:
@@ -881,7 +891,7 @@ class Checker:
                         if position >= len(params):
                             raise self.fail(
                                 "E2002",
-                                f"`{info.name}` takes {len(params) - start} arguments",
+                                f"`{info.name}` takes {_count(len(params) - start)}",
                                 arg.span,
                                 "one too many",
                             )
@@ -901,6 +911,16 @@ class Checker:
                         raise self.fail(
                             "E2002", "unexpected argument form", arg.span, "not a value"
                         )
+        spans: list[Span] = [node.span] * len(params)
+        if values is None:
+            names = [p[0] for p in params]
+            position = start
+            for arg in args:
+                if isinstance(arg, ast.PosArg) and position < len(params):
+                    spans[position] = arg.span
+                    position += 1
+                elif isinstance(arg, ast.KwArg) and arg.name.name in names:
+                    spans[names.index(arg.name.name)] = arg.span
         vals: list[tuple[Type, Denot]] = []
         for index, ((pname, pty, default), got) in enumerate(zip(params, given, strict=True)):
             if got is None:
@@ -918,11 +938,14 @@ class Checker:
         arg_types: list[Type] = []
         for pty, got in vals:
             arg_types.append(self.arg_type(ctx, got, pty, node.span))
-        try:
-            for (pty, _), aty in zip(vals, arg_types, strict=True):
-                unifier.bind(pty, aty)
-            for (pty, _), aty in zip(vals, arg_types, strict=True):
+        for (pty, _), aty in zip(vals, arg_types, strict=True):
+            unifier.bind(pty, aty)
+        for (pty, _), aty, span in zip(vals, arg_types, spans, strict=True):
+            try:
                 unifier.check(pty, aty)
+            except ShapeError as error:
+                raise self.shape_fail(error, span) from None
+        try:
             result_ty = unifier.result(info.ret)
             dims = tuple((d, unifier.size(Lin.var(d))) for d in info.dims)
         except ShapeError as error:
@@ -970,7 +993,7 @@ class Checker:
         if len(args) != len(lnode.params):
             raise self.fail(
                 "E2002",
-                f"this lambda takes {len(lnode.params)} argument(s), given {len(args)}",
+                f"this lambda takes {_count(len(lnode.params))}, given {len(args)}",
                 node.span,
                 "argument count differs",
             )
@@ -1056,7 +1079,7 @@ class Checker:
             if len(args) != len(info.params):
                 raise self.fail(
                     "E2002",
-                    f"`{info.name}` takes {len(info.params)} arguments",
+                    f"`{info.name}` takes {_count(len(info.params))}",
                     node.span,
                     "argument count differs",
                 )
@@ -1119,6 +1142,10 @@ class Checker:
         dims = tuple((d, Lin.var(d)) for d in info.dims)
         op = ir.GradOf(info.name, dims, tuple(a.operand for a in all_args))
         return ctx.emit(None, wrt_ty, op, node.span, deps)
+
+
+def _count(n: int) -> str:
+    return f"{n} argument" + ("" if n == 1 else "s")
 
 
 def _source_text(node: ast.Expr) -> str:

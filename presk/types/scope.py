@@ -124,6 +124,13 @@ def _axes(scope: TypeScope, items: tuple[ast.AxisItem, ...]) -> tuple[bool, tupl
                     )
                 open_ = True
             case ast.AxisSyn(name, size):
+                if name is not None and any(a.name == name.name for a in axes):
+                    raise ConstError(
+                        "E2005",
+                        f"axis name `{name.name}` appears twice in this type",
+                        name.span,
+                        "axis names must be distinct",
+                    )
                 axes.append(Axis(name.name if name else None, _size(scope, size)))
     return open_, tuple(axes)
 

@@ -180,8 +180,11 @@ class Unifier:
         if len(names) != 1 or names[0] not in self.callee_dims or names[0] in self.env:
             return
         coeff = p.coeff(names[0])
-        # p = c·v + k  =>  v = (a − k) / c
-        self.env[names[0]] = (a - p.const) * (1 / coeff)
+        # p = c·v + k  =>  v = (a − k) / c, bound only when it is whole for every
+        # value of the caller's dimensions (2·N = M does not fix a natural N).
+        value = (a - p.const) * (1 / coeff)
+        if value.const.denominator == 1 and all(c.denominator == 1 for _, c in value.coeffs):
+            self.env[names[0]] = value
 
     def check(self, param: Type, arg: Type) -> None:
         """Second pass: every argument must match its parameter under the bindings."""
@@ -214,9 +217,9 @@ class Unifier:
         unbound = [v for v in p.vars() if v in self.callee_dims and v not in self.env]
         if unbound:
             raise ShapeError(
-                "E2006",
+                "E2017",
                 f"cannot infer dimension `{unbound[0]}` from the arguments",
-                "give an argument that fixes it",
+                "no argument fixes it to a whole number for every size",
             )
         return subst_lin(p, {k: v for k, v in self.env.items()})
 
