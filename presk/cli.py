@@ -176,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_diagnostics(error.diagnostics, sys.stderr)
         return 1
     except CompilerBug as error:
-        sys.stderr.write(f"presk {args.command}: internal error (a bug in presk, not in the program): {error}\n")
+        sys.stderr.write(
+            f"presk {args.command}: internal error (a bug in presk, not in the program): {error}\n"
+        )
         return 1
     except BrokenPipeError:
         return 0

@@ -143,9 +143,11 @@ def dump(args: argparse.Namespace) -> int:
 
                 sys.stdout.write(elab_dump(checked))
             else:
+                from presk.core import unroll
                 from presk.core.text import module_text
 
-                sys.stdout.write(module_text(checked.core))
+                core = unroll.run(checked.core) if args.unroll_stack else checked.core
+                sys.stdout.write(module_text(core))
             return 0
         later = ("core-opt", "sched", "kernel", "sensitivity", "network")
         if stage in later:
