@@ -127,7 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="derivatives keep their forward values (store) or compute them again",
     )
     run.add_argument(
-        "--backend", default="interp", help="interp (the exact reference; the only one so far)"
+        "--backend",
+        default="interp",
+        help="interp (the exact reference, default) or native (compiled C)",
+    )
+    run.add_argument(
+        "--realize",
+        default="f64",
+        help="machine type of the native backend: f64 (default), f32 or bf16",
     )
 
     dump = sub.add_parser("dump", help=COMMANDS["dump"], description=COMMANDS["dump"])

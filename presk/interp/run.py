@@ -241,8 +241,10 @@ def run_command(args: argparse.Namespace) -> int:
     seed = _natural("--seed", "", args.seed, 0, 2**64 - 1)
     bits = _natural("--bits", "", args.bits, 8, 1 << 20)
     digits = _natural("--digits", "", args.digits, 1, 200)
-    if args.backend != "interp":
-        raise _usage(f"--backend {args.backend}: only `interp` (the exact reference) is built yet")
+    if args.backend not in ("interp", "native"):
+        raise _usage(f"--backend {args.backend}: expected `interp` or `native`")
+    if args.realize not in ("f64", "f32", "bf16"):
+        raise _usage(f"--realize {args.realize}: expected f64, f32 or bf16")
     dim_args = parse_bindings(args.dim, "--dim")
     checked, sink = front_end(args.file, const_overrides(args.const))
     print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
@@ -263,6 +265,25 @@ def run_command(args: argparse.Namespace) -> int:
     except NotBuilt as error:
         sys.stderr.write(f"presk run: not built yet: {error}\n")
         return 2
+
+
+def _native(
+    module: Any, name: str, dims: dict[str, int], inputs: list[tuple[str, Type, Value]],
+    realize: str, text: str,
+) -> Value:
+    """The entry compiled to C and called once (see presk/backends/native.py)."""
+    from presk.backends.native import prepare
+    from presk.build.compile import BuildError
+    from presk.host.program import HostError
+
+    values = [v for _, _, v in inputs]
+    try:
+        prepared = prepare(module, name, dims, values, realize, f"entry {text}")
+    except HostError as error:
+        raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
+    except BuildError as error:
+        raise RunError(f"the C compiler failed: {error}") from None
+    return prepared.call(values)
 
 
 def _evaluate(
@@ -300,7 +321,10 @@ def _evaluate(
             path = "theta" if isinstance(ty, Params) else f"input/{name}"
             value = synthesize(concrete_ty, name, path, dims, prefix, seed, default)
             inputs.append((name, ty, value))
-        result = interp.call(info.name, dims, [v for _, _, v in inputs])
+        if args.backend == "native":
+            result = _native(module, info.name, dims, inputs, args.realize, entry.text)
+        else:
+            result = interp.call(info.name, dims, [v for _, _, v in inputs])
     shown_prefix = prefix or ()
     assert info.ret is not None
     if args.json:

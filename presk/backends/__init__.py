@@ -1,0 +1,1 @@
+"""Backends: the seam between PSK-Core and an executor (the reference is presk/interp)."""

@@ -1,0 +1,1 @@
+"""C generation: kernels and the host program printed as C text."""

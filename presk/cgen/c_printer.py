@@ -1,0 +1,199 @@
+"""Kernel IR to C: one `static` function per kernel, every expression computed here.
+
+Buffers are row-major pointers (`double`, `float`, `uint16_t` for bf16,
+`int64_t` for indices and masks); an index is linearised in the printer.
+Arithmetic happens in the kernel's arithmetic type (double, or float for
+f32 and bf16): bf16 loads widen through `presk_bf16_to_f32` and stores
+round through `presk_f32_to_bf16`. The libm functions are the project's own
+(`presk_exp`, `presk_expf`, …) so that every build computes the same bits.
+Nothing from the program reaches C but numbers: the kernel's text, printed
+as a comment above it, is sanitised so that it cannot close the comment.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import gmpy2
+
+from presk.kernel import ir
+from presk.kernel.text import kernel_text
+
+C_STORAGE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
+C_ARITH = {"f64": "double", "f32": "float", "bf16": "float"}
+_LIBM = ("exp", "log", "tanh", "sin", "cos", "erf")
+
+
+def safe_comment(text: str) -> str:
+    """Text that can sit inside `/* */` whatever the program named things."""
+    text = text.replace("*/", "* /").replace("/*", "/ *")
+    # No trigraph either (`??/` at a line's end would splice lines under -trigraphs).
+    text = text.replace("??", "? ?")
+    return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in text)
+
+
+def constant(value: Fraction, arith: str) -> str:
+    """A C literal of `value` rounded once to the arithmetic type."""
+    if arith == "f64":
+        x = float(value)  # Fraction → double rounds correctly (to nearest)
+        return _literal(x)
+    with gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True):
+        x = float(gmpy2.mpfr(gmpy2.mpq(value.numerator, value.denominator)))
+    return _literal(x) + "f"
+
+
+def _literal(x: float) -> str:
+    if x != x:  # noqa: PLR0124 - NaN
+        return "(0.0/0.0)"
+    if x in (float("inf"), float("-inf")):
+        return "(1.0/0.0)" if x > 0 else "(-1.0/0.0)"
+    text = repr(x)
+    return text if any(ch in text for ch in ".e") else text + ".0"
+
+
+class _Printer:
+    def __init__(self, kernel: ir.Kernel) -> None:
+        self.kernel = kernel
+        self.arith = ir.arith(kernel.dtype)
+        self.real = C_ARITH[kernel.dtype]
+        self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
+
+    def index(self, e: ir.Index) -> str:
+        match e:
+            case ir.IVar(name):
+                return name
+            case ir.IConst(value):
+                return str(value)
+            case ir.IBin(op, left, right):
+                return f"({self.index(left)} {op} {self.index(right)})"
+
+    def linear(self, buffer: ir.Buffer, idx: tuple[ir.Index, ...]) -> str:
+        if not idx:
+            return "0"
+        text = self.index(idx[0])
+        for i, size in zip(idx[1:], buffer.shape[1:], strict=True):
+            text = f"{text} * {size} + {self.index(i)}"
+        return text
+
+    def load(self, e: ir.Load) -> str:
+        ref = f"{self.names[e.buffer.index]}[{self.linear(e.buffer, e.index)}]"
+        if e.buffer.dtype == "bf16":
+            return f"presk_bf16_to_f32({ref})"
+        return ref
+
+    def expr(self, e: ir.Expr | ir.Index | ir.Cmp) -> str:
+        match e:
+            case ir.Load():
+                return self.load(e)
+            case ir.Var(name):
+                return name
+            case ir.Const(value):
+                return constant(value, self.arith)
+            case ir.FromIndex(value):
+                return f"({self.real})({self.expr(value)})"
+            case ir.Bin(op, left, right):
+                a, b = self.expr(left), self.expr(right)
+                if op == "max":
+                    return f"({a} < {b} ? {b} : {a})"
+                if op == "min":
+                    return f"({b} < {a} ? {b} : {a})"
+                return f"({a} {op} {b})"
+            case ir.Neg(operand):
+                return f"(-{self.expr(operand)})"
+            case ir.Fn(name, arg):
+                if name == "sqrt":
+                    return f"{'sqrt' if self.arith == 'f64' else 'sqrtf'}({self.expr(arg)})"
+                suffix = "" if self.arith == "f64" else "f"
+                return f"presk_{name}{suffix}({self.expr(arg)})"
+            case ir.Cmp(op, left, right):
+                return f"({self.expr(left)} {op} {self.expr(right)})"
+            case ir.Select(cond, then, other):
+                test = self.expr(cond)
+                if isinstance(cond, ir.Load):
+                    test = f"({test} != 0)"
+                return f"({test} ? {self.expr(then)} : {self.expr(other)})"
+            case ir.IVar() | ir.IConst() | ir.IBin():
+                return self.index(e)
+
+    def stmts(self, body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
+        pad = "    " * depth
+        out: list[str] = []
+        for s in body:
+            match s:
+                case ir.For(var, bound, inner):
+                    out.append(f"{pad}for (int64_t {var} = 0; {var} < {bound}; {var}++) {{")
+                    out.extend(self.stmts(inner, depth + 1))
+                    out.append(f"{pad}}}")
+                case ir.Let(name, value, _):
+                    out.append(f"{pad}{name} = {self.expr(value)};")
+                case ir.Store(buffer, idx, value):
+                    target = f"{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
+                    text = self.expr(value)
+                    if buffer.dtype == "bf16":
+                        text = f"presk_f32_to_bf16({text})"
+                    elif buffer.dtype == "i64":
+                        text = f"(int64_t)({text})"
+                    out.append(f"{pad}{target} = {text};")
+                case ir.If(cond, then, other):
+                    test = self.expr(cond)
+                    if isinstance(cond, ir.Load):
+                        test = f"({test} != 0)"
+                    out.append(f"{pad}if {test} {{")
+                    out.extend(self.stmts(then, depth + 1))
+                    if other:
+                        out.append(f"{pad}}} else {{")
+                        out.extend(self.stmts(other, depth + 1))
+                    out.append(f"{pad}}}")
+                case ir.Random(name, key, counter):
+                    key_name = self.names[key.index]
+                    out.append(
+                        f"{pad}{name} = presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}));"
+                    )
+        return out
+
+    def scalars(self) -> list[str]:
+        """Declarations of every scalar the body assigns (real, index or draw)."""
+        seen: dict[str, str] = {}
+
+        def visit(body: tuple[ir.Stmt, ...]) -> None:
+            for s in body:
+                match s:
+                    case ir.For(_, _, inner):
+                        visit(inner)
+                    case ir.Let(name, _, integer):
+                        seen.setdefault(name, "int64_t" if integer else self.real)
+                    case ir.If(_, then, other):
+                        visit(then)
+                        visit(other)
+                    case ir.Random(name):
+                        seen.setdefault(name, "double")
+
+        visit(self.kernel.body)
+        return [f"    {ty} {name} = 0;" for name, ty in sorted(seen.items())]
+
+    def params(self) -> str:
+        parts = []
+        for b in self.kernel.inputs:
+            if b.dtype == "key":
+                parts.append(f"const presk_key *{self.names[b.index]}")
+            else:
+                parts.append(f"const {C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
+        for b in self.kernel.outputs:
+            parts.append(f"{C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
+        return ", ".join(parts)
+
+
+def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
+    """A kernel as a `static` C function under its PSK-Kernel text."""
+    p = _Printer(kernel)
+    comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
+    lines = [
+        "/*",
+        comment,
+        " */",
+        f"static void {c_name}({p.params()}) {{",
+        *p.scalars(),
+        *p.stmts(kernel.body, 1),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""PSK-Kernel definitions: loop nests over row-major buffers.
+
+A `Kernel` reads input buffers and writes one output buffer (a few adjoint
+kernels write two). Its body is a tree of statements: `For` loops with a
+constant bound, `Let` scalar bindings, `Store`s into a buffer at an index,
+and `If`. Expressions are loads, scalar variables, constants, arithmetic,
+calls of the libm functions, comparisons and selections; indices are
+integer expressions over loop variables.
+
+Semantics: every real operation is rounded to the kernel's arithmetic type
+(f64 for f64, f32 for f32 and bf16); a bf16 buffer holds 16 bits, widened
+exactly on load and rounded to nearest even on store. A `For`'s bound is
+evaluated once, before the loop; iterations run in increasing order, so a
+sum written as a loop adds its terms in increasing index order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+# Element types of buffers; `arith` gives the type arithmetic happens in.
+DTYPES = ("f64", "f32", "bf16", "i64")
+
+
+def arith(dtype: str) -> str:
+    """The arithmetic type of a storage type: bf16 computes in f32."""
+    return "f32" if dtype == "bf16" else dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A buffer `%index` with its element type and axes (name or None, length)."""
+
+    index: int
+    dtype: str
+    axes: tuple[tuple[str | None, int], ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(size for _, size in self.axes)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for _, size in self.axes:
+            n *= size
+        return n
+
+
+# ---------------------------------------------------------------- index expressions
+
+
+@dataclass(frozen=True, slots=True)
+class IVar:
+    """A loop variable."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class IConst:
+    """An integer constant."""
+
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class IBin:
+    """Integer arithmetic: `+`, `*`, `/` (floor), `%`."""
+
+    op: str
+    left: Index
+    right: Index
+
+
+Index = IVar | IConst | IBin
+
+
+# ---------------------------------------------------------------- value expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """An element of a buffer (widened to the arithmetic type if bf16)."""
+
+    buffer: Buffer
+    index: tuple[Index, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A scalar variable bound by `Let` (or an accumulator)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A real constant, rounded to the arithmetic type."""
+
+    value: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class FromIndex:
+    """An integer (an index expression or an i64 load) as a real."""
+
+    value: Index | Load
+
+
+@dataclass(frozen=True, slots=True)
+class Bin:
+    """`+ - * /`, and `max`/`min` (first operand on ties)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    """Negation."""
+
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Fn:
+    """A libm function: exp, log, sqrt, tanh, sin, cos, erf."""
+
+    name: str
+    arg: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp:
+    """A comparison `< <= > >= == !=` of reals (or of integers when both are)."""
+
+    op: str
+    left: Expr | Index
+    right: Expr | Index
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """`cond ? a : b`."""
+
+    cond: Cmp | Load
+    then: Expr
+    other: Expr
+
+
+Expr = Load | Var | Const | FromIndex | Bin | Neg | Fn | Select
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    """`for var in 0..bound { body }`; the bound is evaluated once."""
+
+    var: str
+    bound: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    """Bind (or rebind) a scalar variable in the arithmetic type, or i64 if `integer`."""
+
+    name: str
+    value: Expr | Index
+    integer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Write a value (rounded to the buffer's type) at an index."""
+
+    buffer: Buffer
+    index: tuple[Index, ...]
+    value: Expr | Index
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """`if cond { then } else { other }`."""
+
+    cond: Cmp | Load
+    then: tuple[Stmt, ...]
+    other: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Random:
+    """`var = uniform(key, counter)`: the runtime generator's draw, a double in [0, 1)."""
+
+    name: str
+    key: Buffer
+    counter: Index
+
+
+Stmt = For | Let | Store | If | Random
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """A kernel: named after its primitive(s), inputs, outputs and a body."""
+
+    name: str
+    dtype: str  # the arithmetic realization: f64, f32 or bf16
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]

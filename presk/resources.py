@@ -1,0 +1,29 @@
+"""Where the fixed C text lives: templates/c, runtime/c and libm/musl.
+
+They sit at the repository's root (an editable install finds them beside the
+package); `PRESK_DATA` may point elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def root() -> Path:
+    """The directory holding templates/, runtime/ and libm/."""
+    env = os.environ.get("PRESK_DATA")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent, here / "_data"):
+        if (candidate / "runtime" / "c").is_dir():
+            return candidate
+    raise FileNotFoundError("presk's C runtime was not found (set PRESK_DATA)")
+
+
+def read(relative: str) -> str:
+    """The text of a data file, e.g. `runtime/c/presk_rt.h`."""
+    return (root() / relative).read_text(encoding="utf-8")

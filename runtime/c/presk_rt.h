@@ -1,0 +1,42 @@
+/* presk_rt.h — the runtime of generated programs: bf16 storage, keys, frames.
+ *
+ * Every generated translation unit includes this text. It has no global
+ * state: a program's buffers live in the caller's arena (one block of
+ * memory whose size the compiler computed), and random draws come from
+ * presk_rng's counter-based generator, keyed like the reference's.
+ */
+// Start of presk_rt.h.
+#ifndef PRESK_RT_H
+#define PRESK_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* bf16 is storage only: the upper half of an IEEE single. Widening is exact. */
+static inline float presk_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Narrowing rounds to nearest, ties to even; a NaN stays a (quiet) NaN. */
+static inline uint16_t presk_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)((u >> 16) | 0x40u);
+    }
+    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)((u + rounding) >> 16);
+}
+
+/* The arena: one block the caller owns; its size is computed at print time. */
+typedef struct presk_arena {
+    char *base;
+    size_t size;
+} presk_arena;
+
+#endif
+// End of presk_rt.h.
