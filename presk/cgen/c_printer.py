@@ -70,9 +70,10 @@ class _Printer:
     def linear(self, buffer: ir.Buffer, idx: tuple[ir.Index, ...]) -> str:
         if not idx:
             return "0"
+        # Horner's form of the row-major offset: ((i0 * n1 + i1) * n2 + i2) …
         text = self.index(idx[0])
         for i, size in zip(idx[1:], buffer.shape[1:], strict=True):
-            text = f"{text} * {size} + {self.index(i)}"
+            text = f"({text}) * {size} + {self.index(i)}" if " " in text else f"{text} * {size} + {self.index(i)}"
         return text
 
     def load(self, e: ir.Load) -> str:

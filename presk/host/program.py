@@ -384,6 +384,10 @@ class _Body:
             name = "add"
         if name == "set_field":
             raise HostError("set_field of a tensor")
+        if name not in ELEMENTWISE and name != "dropout":
+            # Other kernels read their operands from buffers: a constant (a cotangent
+            # of 1, say) becomes a scalar buffer.
+            args = [self._constant(a) if isinstance(a, HConst) else a for a in args]
         out = self.alloc(self.dtype_of(instr.type), self.axes_of(instr.type))
         inputs: list[kir.Buffer] = []
         operands: list[kir.Buffer | Fraction | int] = []
@@ -442,6 +446,15 @@ class _Body:
             case tuple(), tuple():
                 return tuple(self._zip(x, y) for x, y in zip(a, b, strict=True))
         raise HostError("cannot add these values")
+
+    def _constant(self, value: HConst) -> HTensor:
+        out = self.alloc(self.rec.dtype, ())
+        step = Step("real", {}, [value.value], ())
+        c_name = self.rec.kernel(Launch([step], [], kir.Buffer(0, self.rec.dtype, ())))
+        self.inst.body.append(f"{c_name}({out.ptr});")
+        self.rec.launches += 1
+        self.rec.launches_unfused += 1
+        return out
 
     def _fill(self, like: HTensor) -> HTensor:
         return self._launch("zeros_like", [like], like.dtype, like.axes)
