@@ -266,7 +266,7 @@ class _Body:
         self.dims = dims
         self.env: dict[int, HValue] = {}
         for param, arg in zip(fn.params, args, strict=True):
-            self.env[param.index] = arg
+            self.env[param.index] = _conform(arg, param.type)
         self.prefix: Axes = self._prefix(fn, args)
         self.result_slots: dict[int, int] = {}
         self.uses = _uses(fn)
@@ -312,7 +312,7 @@ class _Body:
     def run(self) -> None:
         fn = self.fn
         for instr in fn.body:
-            self.env[instr.index] = self.step(instr)
+            self.env[instr.index] = _conform(self.step(instr), instr.type)
         result = self.value(fn.result)
         out_leaves: list[tuple[str, str]] = []
         # Every result leaf is copied to the caller's buffers; see Note [Outputs].
@@ -558,6 +558,25 @@ class _Body:
         body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
         body.append("}")
         return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
+
+
+def _conform(value: HValue, ty: Type) -> HValue:
+    """Rename a tensor's trailing axes to its static type's names, as the reference does.
+
+    Run-time names must be the ones the checker proved, since by-name
+    alignment and named reductions read them.
+    """
+    if not isinstance(value, HTensor) or not isinstance(ty, Tensor):
+        return value
+    n = len(ty.axes)
+    if len(value.axes) < n:
+        return value
+    head = value.axes[: len(value.axes) - n]
+    tail = tuple(
+        (static.name, size)
+        for static, (_, size) in zip(ty.axes, value.axes[len(value.axes) - n :], strict=True)
+    )
+    return HTensor(value.ptr, value.dtype, head + tail)
 
 
 def _layer(value: HValue, index: str) -> HValue:
