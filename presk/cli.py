@@ -8,6 +8,7 @@ Diagnostics and errors go to stderr, results to stdout.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -142,9 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument(
         "--stage",
         required=True,
-        help="tokens, ast, elab, core or core-after-ad (later: core-opt, sched, kernel)",
+        help="tokens, ast, elab, core, core-after-ad, sched or kernel",
     )
     _entry_args(dump)
+    dump.add_argument(
+        "--realize", default="f64", help="machine type for --stage kernel: f64, f32 or bf16"
+    )
     dump.add_argument(
         "--remat",
         choices=("store", "recompute"),
@@ -189,6 +193,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except Exception as error:
+        if os.environ.get("PRESK_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"presk {args.command}: internal error (a bug in presk): "
+            f"{type(error).__name__}: {error} (PRESK_DEBUG=1 shows the traceback)\n"
+        )
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write(f"presk {args.command}: interrupted\n")
         return 130

@@ -149,13 +149,65 @@ def dump(args: argparse.Namespace) -> int:
                 core = unroll.run(checked.core) if args.unroll_stack else checked.core
                 sys.stdout.write(module_text(core))
             return 0
-        later = ("core-opt", "sched", "kernel", "sensitivity", "network")
+        if stage in ("sched", "kernel"):
+            return _dump_native(args, stage)
+        later = ("core-opt", "sensitivity", "network")
         if stage in later:
             sys.stderr.write(f"presk dump: stage `{stage}` is not built yet\n")
             return 2
-        raise UsageError(f"--stage {stage}: unknown stage (tokens, ast, elab, core, core-after-ad)")
+        raise UsageError(
+            f"--stage {stage}: unknown stage (tokens, ast, elab, core, core-after-ad, sched, kernel)"
+        )
 
     return _guard("dump", body)
+
+
+def _dump_native(args: argparse.Namespace, stage: str) -> int:
+    """`dump --stage sched` (fusion groups) and `--stage kernel` (the kernels an entry launches)."""
+    from presk.ad.reverse import NotDifferentiable, differentiate
+    from presk.cli import UsageError
+    from presk.sched.fusion import sched_text
+
+    checked, sink = front_end(args.file, const_overrides(args.const))
+    print_diagnostics(sink.diagnostics, sys.stderr)
+    try:
+        module = differentiate(checked.core, args.remat)
+    except NotDifferentiable as error:
+        sys.stderr.write(f"presk dump: not built yet: {error}\n")
+        return 2
+    if stage == "sched":
+        sys.stdout.write(sched_text(module))
+        return 0
+    from presk.backends.native import layout_of_type
+    from presk.host.program import HostError, record
+    from presk.interp.reference import RunError
+    from presk.interp.run import bind_dims, find_entry
+    from presk.kernel.text import kernel_text
+
+    if args.entry is None:
+        raise UsageError("--stage kernel needs --entry (and its --dim values)")
+    if args.realize not in ("f64", "f32", "bf16"):
+        raise UsageError(f"--realize {args.realize}: expected f64, f32 or bf16")
+    entry = find_entry(checked, args.entry)
+    try:
+        dims, prefix = bind_dims(entry, parse_bindings(args.dim, "--dim"), checked)
+        layouts = [
+            layout_of_type(ty, dims, prefix or (), args.realize, default)
+            for _, ty, default in entry.info.params
+        ]
+        host = record(module, entry.info.name, dims, layouts, args.realize)
+    except (RunError, HostError, TypeError) as error:
+        sys.stderr.write(f"presk dump: {getattr(error, 'message', error)}\n")
+        return 1
+    saved = host.launches_unfused - host.launches
+    share = round(100 * saved / host.launches_unfused) if host.launches_unfused else 0
+    out = [
+        f"-- {len(host.kernels)} kernels, {host.launches} launches, {args.realize}",
+        f"-- fusion: {host.launches_unfused} launches without it, {saved} saved ({share}%)",
+    ]
+    text = "\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels)
+    sys.stdout.write(text)
+    return 0
 
 
 def _source(path: str) -> Source:

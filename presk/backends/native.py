@@ -93,6 +93,62 @@ def host_value(value: Value, dtype: str) -> HValue:
     raise TypeError(f"no native layout for {type(value).__name__}")
 
 
+def layout_of_type(
+    ty: object,
+    dims: dict[str, int],
+    prefix: tuple[Axis, ...],
+    dtype: str,
+    default: Fraction | None = None,
+) -> HValue:
+    """The layout of an argument from its type alone (no values drawn)."""
+    from presk.elab.presburger import Lin
+    from presk.elab.ty import Elem, Hyper, KeyT, Params, TupleT, subst
+    from presk.elab.ty import Tensor as TensorT
+    from presk.interp.synth import axes_of
+    from presk.types.scope import param_leaves
+
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    match ty:
+        case TensorT():
+            concrete = subst(ty, env)
+            assert isinstance(concrete, TensorT)
+            axes = axes_of(concrete, dims, prefix)
+            storage = dtype if ty.elem == Elem.REAL else "i64"
+            return HTensor("", storage, tuple((a.name, a.size) for a in axes))
+        case Params(inst):
+            concrete_params = subst(ty, env)
+            assert isinstance(concrete_params, Params)
+            flat = [
+                (path, layout_of_type(leaf, dims, (), dtype))
+                for path, leaf, _ in param_leaves(concrete_params.inst)
+            ]
+            return _nest_layout(flat)
+        case TupleT(items):
+            return tuple(layout_of_type(i, dims, prefix, dtype) for i in items)
+        case KeyT():
+            return HKey("")
+        case Hyper():
+            if default is None:
+                raise TypeError("a hyperparameter without a default")
+            return HConst(default)
+    raise TypeError(f"no native layout for `{ty}`")
+
+
+def _nest_layout(flat: list[tuple[str, HValue]]) -> HTree:
+    order: list[str] = []
+    groups: dict[str, list[tuple[str, HValue]]] = {}
+    leaves_: dict[str, HValue] = {}
+    for path, value in flat:
+        head, dot, rest = path.partition(".")
+        if head not in order:
+            order.append(head)
+        if dot:
+            groups.setdefault(head, []).append((rest, value))
+        else:
+            leaves_[head] = value
+    return HTree(tuple((h, leaves_[h] if h in leaves_ else _nest_layout(groups[h])) for h in order))
+
+
 def _leaf_values(value: Value) -> list[Tensor | rng.Key]:
     match value:
         case Tensor() | rng.Key():
@@ -144,7 +200,9 @@ class Prepared:
         status = getattr(lib, self.unit.symbol)(arena, c_in, c_out)
         if status != 0:
             raise RuntimeError(f"{self.unit.symbol} returned {status}")
-        tensors = [_tensor(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)]
+        tensors = [
+            _tensor(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)
+        ]
         return _rebuild(self.host.entry.result, tensors)
 
 

@@ -43,7 +43,7 @@ def constant(value: Fraction, arith: str) -> str:
 
 
 def _literal(x: float) -> str:
-    if x != x:  # noqa: PLR0124 - NaN
+    if x != x:
         return "(0.0/0.0)"
     if x in (float("inf"), float("-inf")):
         return "(1.0/0.0)" if x > 0 else "(-1.0/0.0)"
@@ -73,7 +73,11 @@ class _Printer:
         # Horner's form of the row-major offset: ((i0 * n1 + i1) * n2 + i2) …
         text = self.index(idx[0])
         for i, size in zip(idx[1:], buffer.shape[1:], strict=True):
-            text = f"({text}) * {size} + {self.index(i)}" if " " in text else f"{text} * {size} + {self.index(i)}"
+            text = (
+                f"({text}) * {size} + {self.index(i)}"
+                if " " in text
+                else f"{text} * {size} + {self.index(i)}"
+            )
         return text
 
     def load(self, e: ir.Load) -> str:

@@ -80,12 +80,16 @@ def _function(inst: FunctionInstance) -> str:
     params += [f"{ctype}{'' if ctype.endswith('*') else ' '}{name}" for ctype, name in inst.params]
     params += [f"{ctype}{name}" for ctype, name in inst.outputs]
     body = [line.replace("FRAME_END", str(inst.frame)) for line in inst.body]
-    return _env().get_template("function.c.j2").render(
-        source=safe_comment(inst.source),
-        name=inst.c_name,
-        params=", ".join(params),
-        locals=inst.locals,
-        body=body,
+    return (
+        _env()
+        .get_template("function.c.j2")
+        .render(
+            source=safe_comment(inst.source),
+            name=inst.c_name,
+            params=", ".join(params),
+            locals=inst.locals,
+            body=body,
+        )
     )
 
 
@@ -102,14 +106,21 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
     outputs: list[tuple[str, str, HTensor]] = []
     for path, leaf in host.outputs:
         outputs.append((c_name(path), f"{_C_TYPE[leaf.dtype]} *", leaf))
-    in_fields = "".join(f"    {t}{'' if t.endswith('*') else ' '}{n};\n" for n, t, _ in inputs) or "    char unused;\n"
+    in_fields = (
+        "".join(f"    {t}{'' if t.endswith('*') else ' '}{n};\n" for n, t, _ in inputs)
+        or "    char unused;\n"
+    )
     out_fields = "".join(f"    {t}{n};\n" for n, t, _ in outputs)
     interface = (
         f"typedef struct {{\n{in_fields}}} {symbol}_in;\n"
         f"typedef struct {{\n{out_fields}}} {symbol}_out;\n"
         f"int {symbol}(presk_arena *arena, const {symbol}_in *in, {symbol}_out *out);\n"
     )
-    args = ["arena->base", *(f"in->{n}" for n, _, _ in inputs), *(f"out->{n}" for n, _, _ in outputs)]
+    args = [
+        "arena->base",
+        *(f"in->{n}" for n, _, _ in inputs),
+        *(f"out->{n}" for n, _, _ in outputs),
+    ]
     entry_c = (
         f"int {symbol}(presk_arena *arena, const {symbol}_in *in, {symbol}_out *out) {{\n"
         f"    if (arena->size < {host.arena_bytes}u) {{\n"
@@ -119,13 +130,17 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         "    return 0;\n"
         "}\n"
     )
-    text = _env().get_template("unit.c.j2").render(
-        banner=safe_comment(f"{banner} (presk {__version__})"),
-        runtime=runtime_text(),
-        kernels=[kernel_c(k, name) for name, k in host.kernels],
-        functions=[_function(f) for f in host.functions],
-        interface=interface,
-        entry=entry_c,
+    text = (
+        _env()
+        .get_template("unit.c.j2")
+        .render(
+            banner=safe_comment(f"{banner} (presk {__version__})"),
+            runtime=runtime_text(),
+            kernels=[kernel_c(k, name) for name, k in host.kernels],
+            functions=[_function(f) for f in host.functions],
+            interface=interface,
+            entry=entry_c,
+        )
     )
     cdef = (
         "typedef struct presk_arena { char *base; size_t size; } presk_arena;\n"

@@ -23,6 +23,7 @@ from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
 from presk.kernel.text import kernel_text
+from presk.sched import fusion
 
 ALIGN = 64
 
@@ -77,7 +78,18 @@ class HTree:
         raise HostError(f"tree has no member `{name}`")
 
 
-HValue = HTensor | HConst | HKey | HTree | tuple  # type: ignore[type-arg]
+@dataclass(frozen=True)
+class HPending:
+    """An elementwise value computed inside its consumer's nest (a fusion group member)."""
+
+    step_name: str
+    attrs: tuple[tuple[str, object], ...]
+    args: tuple[object, ...]  # HValues
+    dtype: str
+    axes: Axes
+
+
+HValue = HTensor | HConst | HKey | HTree | HPending | tuple  # type: ignore[type-arg]
 
 
 def leaves(value: HValue) -> list[HTensor | HKey]:
@@ -231,7 +243,11 @@ class Recorder:
         for arg in args:
             names = [f"in{len(params) + i}" for i in range(len(leaves(arg)))]
             for leaf, pname in zip(leaves(arg), names, strict=True):
-                ctype = "const presk_key *" if isinstance(leaf, HKey) else f"const {_C_TYPE[leaf.dtype]} *"
+                ctype = (
+                    "const presk_key *"
+                    if isinstance(leaf, HKey)
+                    else f"const {_C_TYPE[leaf.dtype]} *"
+                )
                 inst.params.append((ctype, pname))
             params.extend(names)
             bound.append(rebind(arg, list(names)))
@@ -257,7 +273,11 @@ class _Body:
     """Records one function instance's body."""
 
     def __init__(
-        self, rec: Recorder, inst: FunctionInstance, fn: core.Function, dims: dict[str, int],
+        self,
+        rec: Recorder,
+        inst: FunctionInstance,
+        fn: core.Function,
+        dims: dict[str, int],
         args: list[HValue],
     ) -> None:
         self.rec = rec
@@ -268,8 +288,7 @@ class _Body:
         for param, arg in zip(fn.params, args, strict=True):
             self.env[param.index] = _conform(arg, param.type)
         self.prefix: Axes = self._prefix(fn, args)
-        self.result_slots: dict[int, int] = {}
-        self.uses = _uses(fn)
+        self.fused = fusion.members(fn) if rec.fuse else set()
 
     def _prefix(self, fn: core.Function, args: list[HValue]) -> Axes:
         for param, arg in zip(fn.params, args, strict=True):
@@ -321,9 +340,7 @@ class _Body:
                 raise HostError("a function returning a key is not supported natively")
             name = f"out{i}"
             out_leaves.append((f"{_C_TYPE[leaf.dtype]} *", name))
-            self.inst.body.append(
-                f"memcpy({name}, {leaf.ptr}, {leaf.size * _BYTES[leaf.dtype]});"
-            )
+            self.inst.body.append(f"memcpy({name}, {leaf.ptr}, {leaf.size * _BYTES[leaf.dtype]});")
         consts = [v for v in _flatten(result) if isinstance(v, HConst)]
         if consts:
             raise HostError("a function returning a constant is not supported natively")
@@ -338,10 +355,18 @@ class _Body:
             case core.Call(callee, call_dims, args):
                 return self.call(callee, call_dims, [self.value(a) for a in args])
             case core.Fold(callee, call_dims, stacked, count, init, _):
-                return self.fold(instr, callee, call_dims, self.value(stacked), count, self.value(init))
+                return self.fold(
+                    instr, callee, call_dims, self.value(stacked), count, self.value(init)
+                )
             case core.FoldVjp(vjp, call_dims, forward, stacked, count, init, ct):
                 return self.fold_vjp(
-                    instr, vjp, forward, call_dims, self.value(stacked), count, self.value(init),
+                    instr,
+                    vjp,
+                    forward,
+                    call_dims,
+                    self.value(stacked),
+                    count,
+                    self.value(init),
                     self.value(ct),
                 )
             case core.Field(tree, name):
@@ -388,30 +413,39 @@ class _Body:
             # Other kernels read their operands from buffers: a constant (a cotangent
             # of 1, say) becomes a scalar buffer.
             args = [self._constant(a) if isinstance(a, HConst) else a for a in args]
-        out = self.alloc(self.dtype_of(instr.type), self.axes_of(instr.type))
+        dtype, axes = self.dtype_of(instr.type), self.axes_of(instr.type)
+        attrs = tuple((k, _concrete_attr(v, self.dims)) for k, v in op.attrs)
+        if instr.index in self.fused:
+            # Computed inside its consumer's loop nest; see Note [Fusion].
+            return HPending(name, attrs, tuple(args), dtype, axes)
+        out = self.alloc(dtype, axes)
         inputs: list[kir.Buffer] = []
-        operands: list[kir.Buffer | Fraction | int] = []
         ptrs: list[str] = []
-        for arg in args:
+        steps: list[Step] = []
+
+        def operand(arg: HValue) -> kir.Buffer | Fraction | int:
             if isinstance(arg, HConst):
-                operands.append(arg.value)
-            elif isinstance(arg, (HTensor, HKey)):
+                return arg.value
+            if isinstance(arg, HPending):
+                operands = [operand(a) for a in arg.args]
+                steps.append(Step(arg.step_name, dict(arg.attrs), operands, arg.axes))
+                return len(steps) - 1
+            if isinstance(arg, (HTensor, HKey)):
                 if arg.ptr in ptrs:
-                    buffer = inputs[ptrs.index(arg.ptr)]
-                else:
-                    buffer = _buffer(len(inputs), arg)
-                    inputs.append(buffer)
-                    ptrs.append(arg.ptr)
-                operands.append(buffer)
-            else:
-                raise HostError(f"`{name}` on a tree or tuple is not supported natively")
+                    return inputs[ptrs.index(arg.ptr)]
+                buffer = _buffer(len(inputs), arg)
+                inputs.append(buffer)
+                ptrs.append(arg.ptr)
+                return buffer
+            raise HostError(f"`{name}` on a tree or tuple is not supported natively")
+
+        operands = [operand(arg) for arg in args]
+        steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
-        attrs = {k: _concrete_attr(v, self.dims) for k, v in op.attrs}
-        step = Step(name, attrs, operands, out.axes)
-        c_name = self.rec.kernel(Launch([step], inputs, out_buffer))
+        c_name = self.rec.kernel(Launch(steps, inputs, out_buffer))
         self.inst.body.append(f"{c_name}({', '.join([*ptrs, out.ptr])});")
         self.rec.launches += 1
-        self.rec.launches_unfused += 1
+        self.rec.launches_unfused += len(steps)
         return out
 
     def tree_prim(self, name: str, op: core.Prim, args: list[HValue]) -> HValue:
@@ -471,7 +505,9 @@ class _Body:
 
     # ------------------------------------------------------------ calls and folds
 
-    def call(self, callee: str, call_dims: tuple[tuple[str, Lin], ...], args: list[HValue]) -> HValue:
+    def call(
+        self, callee: str, call_dims: tuple[tuple[str, Lin], ...], args: list[HValue]
+    ) -> HValue:
         dims = {d: _int(size, self.dims) for d, size in call_dims}
         inst = self.rec.instance(callee, dims, args)
         outs = self._outputs_like(inst.result)
@@ -496,8 +532,13 @@ class _Body:
         self.inst.body.append(f"{inst.c_name}({call_args});")
 
     def fold(
-        self, instr: core.Instr, callee: str, call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue, count: Lin, init: HValue,
+        self,
+        instr: core.Instr,
+        callee: str,
+        call_dims: tuple[tuple[str, Lin], ...],
+        stacked: HValue,
+        count: Lin,
+        init: HValue,
     ) -> HValue:
         if not isinstance(init, HTensor):
             raise HostError("a fold over a value that is not a tensor")
@@ -514,15 +555,24 @@ class _Body:
         body = self.inst.body
         body.append(f"memcpy({cur}, {init.ptr}, {init.size * _BYTES[init.dtype]});")
         body.append(f"for (int64_t {loop} = 0; {loop} < {layers}; {loop}++) {{")
-        self._emit_call(inst, [layer, HTensor(cur, init.dtype, init.axes)], HTensor(nxt, init.dtype, init.axes))
+        self._emit_call(
+            inst, [layer, HTensor(cur, init.dtype, init.axes)], HTensor(nxt, init.dtype, init.axes)
+        )
         body[-1] = "    " + body[-1]
         body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
         body.append("}")
         return HTensor(cur, init.dtype, init.axes)
 
     def fold_vjp(
-        self, instr: core.Instr, vjp: str, forward: str, call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue, count: Lin, init: HValue, ct: HValue,
+        self,
+        instr: core.Instr,
+        vjp: str,
+        forward: str,
+        call_dims: tuple[tuple[str, Lin], ...],
+        stacked: HValue,
+        count: Lin,
+        init: HValue,
+        ct: HValue,
     ) -> HValue:
         if not isinstance(init, HTensor) or not isinstance(ct, HTensor):
             raise HostError("the reverse of a fold over a value that is not a tensor")
@@ -553,7 +603,11 @@ class _Body:
         body.append(f"memcpy({cur}, {ct.ptr}, {ct.size * _BYTES[ct.dtype]});")
         body.append(f"for (int64_t {loop} = {layers} - 1; {loop} >= 0; {loop}--) {{")
         d_layer = _layer(d_stacked, loop)
-        self._emit_call(back, [layer, x_at, HTensor(cur, ct.dtype, ct.axes)], (d_layer, HTensor(nxt, ct.dtype, ct.axes)))
+        self._emit_call(
+            back,
+            [layer, x_at, HTensor(cur, ct.dtype, ct.axes)],
+            (d_layer, HTensor(nxt, ct.dtype, ct.axes)),
+        )
         body[-1] = "    " + body[-1]
         body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
         body.append("}")
@@ -627,19 +681,6 @@ def _concrete_attr(value: object, dims: dict[str, int]) -> object:
     return value
 
 
-def _uses(fn: core.Function) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    from presk.ad.reverse import _refs
-
-    for instr in fn.body:
-        for o in _refs(instr.op):
-            if isinstance(o, core.Ref):
-                counts[o.index] = counts.get(o.index, 0) + 1
-    if isinstance(fn.result, core.Ref):
-        counts[fn.result.index] = counts.get(fn.result.index, 0) + 1
-    return counts
-
-
 def record(
     module: core.Module,
     entry: str,
@@ -655,13 +696,27 @@ def record(
     inputs = [p for i, a in enumerate(args) for p in leaf_paths(a, f"arg{i}")]
     outputs = [(p, leaf) for p, leaf in leaf_paths(inst.result, "out") if isinstance(leaf, HTensor)]
     return HostProgram(
-        [k for k in rec.kernels.values()], rec.order, inst, inputs, outputs,
-        rec.launches, rec.launches_unfused,
+        [k for k in rec.kernels.values()],
+        rec.order,
+        inst,
+        inputs,
+        outputs,
+        rec.launches,
+        rec.launches_unfused,
     )
 
 
 __all__ = ["ELEMENTWISE", "Params", "TupleT"]
 
+
+# Note [Fusion]
+# ~~~~~~~~~~~~~
+# A chain of elementwise primitives is one loop nest: each member is an
+# expression inside its consumer's nest, computed in the root's arithmetic
+# type, and only the root is stored. Members are chosen per function by
+# `_fusion_members`; the launch of the root collects them as the steps of
+# one `Launch`, producers first. With a uniform realization the bits are
+# those of the unfused launches; `launches_unfused` counts what fusion saved.
 
 # Note [Outputs]
 # ~~~~~~~~~~~~~~

@@ -268,8 +268,12 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _native(
-    module: Any, name: str, dims: dict[str, int], inputs: list[tuple[str, Type, Value]],
-    realize: str, text: str,
+    module: Any,
+    name: str,
+    dims: dict[str, int],
+    inputs: list[tuple[str, Type, Value]],
+    realize: str,
+    text: str,
 ) -> Value:
     """The entry compiled to C and called once (see presk/backends/native.py)."""
     from presk.backends.native import prepare

@@ -1,0 +1,1 @@
+"""Scheduling: which primitives share a loop nest (fusion groups)."""
