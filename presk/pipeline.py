@@ -156,7 +156,8 @@ def dump(args: argparse.Namespace) -> int:
             sys.stderr.write(f"presk dump: stage `{stage}` is not built yet\n")
             return 2
         raise UsageError(
-            f"--stage {stage}: unknown stage (tokens, ast, elab, core, core-after-ad, sched, kernel)"
+            f"--stage {stage}: unknown stage "
+            "(tokens, ast, elab, core, core-after-ad, sched, kernel)"
         )
 
     return _guard("dump", body)

@@ -115,7 +115,7 @@ def layout_of_type(
             axes = axes_of(concrete, dims, prefix)
             storage = dtype if ty.elem == Elem.REAL else "i64"
             return HTensor("", storage, tuple((a.name, a.size) for a in axes))
-        case Params(inst):
+        case Params():
             concrete_params = subst(ty, env)
             assert isinstance(concrete_params, Params)
             flat = [

@@ -151,9 +151,8 @@ class _Printer:
                     out.append(f"{pad}}}")
                 case ir.Random(name, key, counter):
                     key_name = self.names[key.index]
-                    out.append(
-                        f"{pad}{name} = presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}));"
-                    )
+                    draw = f"presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}))"
+                    out.append(f"{pad}{name} = {draw};")
         return out
 
     def scalars(self) -> list[str]:

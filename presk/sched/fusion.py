@@ -66,17 +66,22 @@ def groups(fn: ir.Function) -> list[list[ir.Instr]]:
     for instr in fn.body:
         if not isinstance(instr.op, ir.Prim) or instr.index in fused:
             continue
-        group: list[ir.Instr] = []
-
-        def collect(i: ir.Instr) -> None:
-            for o in refs(i.op):
-                if isinstance(o, ir.Ref) and o.index in fused:
-                    collect(by_index[o.index])
-            group.append(i)
-
-        collect(instr)
-        out.append(group)
+        out.append(_collect(instr, fused, by_index))
     return out
+
+
+def _collect(root: ir.Instr, fused: set[int], by_index: dict[int, ir.Instr]) -> list[ir.Instr]:
+    """A root and the members it absorbs, producers first."""
+    group: list[ir.Instr] = []
+
+    def visit(i: ir.Instr) -> None:
+        for o in refs(i.op):
+            if isinstance(o, ir.Ref) and o.index in fused:
+                visit(by_index[o.index])
+        group.append(i)
+
+    visit(root)
+    return group
 
 
 def sched_text(module: ir.Module) -> str:
