@@ -133,6 +133,10 @@ def dump(args: argparse.Namespace) -> int:
             except NotDifferentiable as error:
                 sys.stderr.write(f"presk dump: not built yet: {error}\n")
                 return 2
+            if args.unroll_stack:
+                from presk.core import unroll
+
+                module = unroll.run(module)
             sys.stdout.write(module_text(module))
             return 0
         if stage in ("elab", "core"):

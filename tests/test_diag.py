@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, compare_golden, run_presk
 
 DIAG = REPO_ROOT / "tests" / "diag"

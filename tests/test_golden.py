@@ -9,7 +9,6 @@ Cases on `tests/examples/` are skipped while those files do not exist.
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO_ROOT, compare_golden, run_presk
 
 GOLDEN = REPO_ROOT / "tests" / "golden"
@@ -35,7 +34,13 @@ for _t in TUTORIAL:
     CASES[f"summary_{_t}"] = ("check", f"tutorial/{_t}.psk", "--summary")
 CASES["check_03_attention_H3"] = ("check", "tutorial/03_attention.psk", "--const", "H=3")
 CASES["check_03_attention_D12_H3"] = (
-    "check", "tutorial/03_attention.psk", "--const", "D=12", "--const", "H=3", "--summary",
+    "check",
+    "tutorial/03_attention.psk",
+    "--const",
+    "D=12",
+    "--const",
+    "H=3",
+    "--summary",
 )
 CASES["dump_tokens_01_linear"] = ("dump", "tutorial/01_linear.psk", "--stage", "tokens")
 CASES["dump_ast_02_norm"] = ("dump", "tutorial/02_norm.psk", "--stage", "ast")

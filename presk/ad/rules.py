@@ -98,6 +98,8 @@ def _div(e: Emitter, s: Site, ct: ir.Operand) -> Contribs:
 def _pow(e: Emitter, s: Site, ct: ir.Operand) -> Contribs:
     a, b = s.args
     if isinstance(b, ir.Lit):
+        if b.value == 0:
+            return [None, None]  # a^0 is constant
         # d(a^n)/da = n·a^(n−1), with n exact; a^1 is a itself.
         lower = a if b.value == 2 else e.prim("pow", (a, ir.Lit(b.value - 1)), s.y_type)
         slope = e.prim("mul", (lower, b), s.y_type)
@@ -109,9 +111,9 @@ def _pow(e: Emitter, s: Site, ct: ir.Operand) -> Contribs:
         slope = e.prim("mul", (lower, b), s.y_type)
         da = _sum_to(e, s, e.prim("mul", (ct, slope), s.y_type), 0)
     if s.arg_types[1] is not None:
-        log_a = e.prim("log", (a,), s.arg_types[0] or s.y_type)
-        scaled = e.prim("mul", (ct, s.y), s.y_type)
-        db = _sum_to(e, s, e.prim("mul", (scaled, log_a), s.y_type), 1)
+        # y·log a, taken as 0 where y = 0 (a zero base), where the product is 0·(−∞).
+        ylog = e.prim("ylog", (s.y, a), s.y_type)
+        db = _sum_to(e, s, e.prim("mul", (ct, ylog), s.y_type), 1)
     return [da, db]
 
 

@@ -332,7 +332,7 @@ class _Body:
         fn = self.fn
         for instr in fn.body:
             self.env[instr.index] = _conform(self.step(instr), instr.type)
-        result = self.value(fn.result)
+        result = self._materialize(self.value(fn.result))
         out_leaves: list[tuple[str, str]] = []
         # Every result leaf is copied to the caller's buffers; see Note [Outputs].
         for i, leaf in enumerate(leaves(result)):
@@ -480,6 +480,17 @@ class _Body:
             case tuple(), tuple():
                 return tuple(self._zip(x, y) for x, y in zip(a, b, strict=True))
         raise HostError("cannot add these values")
+
+    def _materialize(self, value: HValue) -> HValue:
+        """A result with its constants (a literal cotangent, say) in scalar buffers."""
+        match value:
+            case HConst():
+                return self._constant(value)
+            case HTree(items):
+                return HTree(tuple((k, self._materialize(v)) for k, v in items))
+            case tuple():
+                return tuple(self._materialize(v) for v in value)
+        return value
 
     def _constant(self, value: HConst) -> HTensor:
         out = self.alloc(self.rec.dtype, ())

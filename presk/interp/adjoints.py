@@ -65,6 +65,18 @@ def reduce_vjp(ct: Tensor, a: Tensor, y: Tensor | None, kind: str, axis: str | N
     return Tensor(Kind.REAL, a.axes, out)
 
 
+def ylog(y: Tensor, a: Tensor) -> Tensor:
+    """y·log(a), with 0 where y = 0 (the limit along a power's graph)."""
+    al = prims.align(y.axes, a.axes)
+    a_data = prims.expand(a.data, al.b_pos, al.shape)
+    y_data = prims.expand(y.data, al.a_pos, al.shape)
+    out = np.empty(al.shape, dtype=object)
+    zero = gmpy2.mpfr(0)
+    for idx in np.ndindex(*al.shape):
+        out[idx] = zero if y_data[idx] == 0 else y_data[idx] * gmpy2.log(a_data[idx])
+    return Tensor(Kind.REAL, al.axes, out)
+
+
 def heaviside(a: Tensor) -> Tensor:
     return a.map(lambda v: gmpy2.mpfr(1 if v > 0 else 0))
 

@@ -318,6 +318,7 @@ _ADJOINTS: dict[str, Any] = {
         _axis(op),
     ),
     "heaviside": lambda op, v: adjoints.heaviside(_as_tensor(v[0])),
+    "ylog": lambda op, v: adjoints.ylog(_as_tensor(v[0]), _as_tensor(v[1])),
     "sign": lambda op, v: adjoints.sign(_as_tensor(v[0])),
     "erf_vjp": lambda op, v: adjoints.erf_vjp(_as_tensor(v[0]), _as_tensor(v[1])),
     "gelu_vjp": lambda op, v: adjoints.gelu_vjp(_as_tensor(v[0]), _as_tensor(v[1])),
@@ -404,6 +405,9 @@ def _as_tensor(value: Value) -> Tensor:
 
 def _conform(value: Value, ty: Type, dims: dict[str, int]) -> Value:
     """Rename a tensor's trailing axes to its static type's names (see the module doc)."""
+    if isinstance(value, Fraction) and isinstance(ty, TensorT) and ty.elem == Elem.REAL:
+        # A literal flowing as a real (a cotangent of 1, say) is an ℝ[] tensor.
+        return prims.real(value)
     if not isinstance(value, Tensor) or not isinstance(ty, TensorT):
         return value
     if isinstance(value, Tensor) and ty.elem == Elem.REAL and value.kind != Kind.REAL:

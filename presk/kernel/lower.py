@@ -111,6 +111,7 @@ ELEMENTWISE: dict[str, Callable[..., Expr]] = {
     "relu": lambda x: Select(Cmp(">", x, ZERO), x, ZERO),
     "abs": lambda x: Select(Cmp("<", x, ZERO), Neg(x), x),
     "heaviside": lambda x: Select(Cmp(">", x, ZERO), ONE, ZERO),
+    "ylog": lambda y, a: Select(Cmp("==", y, ZERO), ZERO, Bin("*", y, Fn("log", a))),
     "sign": lambda x: Select(Cmp(">", x, ZERO), ONE, Select(Cmp("<", x, ZERO), c(-1), ZERO)),
     "erf_vjp": lambda g, x: Bin(
         "*", g, Bin("*", Const(TWO_OVER_SQRT_PI), Fn("exp", Neg(Bin("*", x, x))))

@@ -715,7 +715,11 @@ class Checker:
         span: Span,
         attrs: tuple[tuple[str, ir.AttrValue], ...] = (),
         reg: Reg = Reg.SMOOTH,
+        deps: Deps | None = None,
     ) -> Val:
+        if deps is not None:
+            op = ir.Prim(name, tuple(a.operand for a in args), attrs)
+            return ctx.emit(None, ty, op, span, deps)
         deps = regs.merge(*(a.deps for a in args))
         if reg != Reg.SMOOTH:
             deps = regs.at_least(deps, reg, (name, span))

@@ -19,6 +19,7 @@ from presk.elab.presburger import Lin, NonLinear
 from presk.elab.program import ConstError, lin_eval
 from presk.elab.ty import SCALAR, Axis, Elem, Hyper, KeyT, Tensor
 from presk.syntax import ast
+from presk.types import regularity as regs
 from presk.types.regularity import Reg
 from presk.types.shapes import ShapeError, broadcast
 from presk.types.values import Val
@@ -315,7 +316,9 @@ def _dropout(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args
         )
     ty = _real(checker, x, xexpr)
     ctx.info.effects.setdefault("Rand", node.span)
-    return checker.emit_prim(ctx, name, ty, (key, p, x), node.span)
+    # The rate moves the mask: the result is discontinuous in it.
+    deps = regs.merge(x.deps, regs.at_least(p.deps, Reg.DISC, (name, node.span)))
+    return checker.emit_prim(ctx, name, ty, (key, p, x), node.span, deps=deps)
 
 
 def _real_rule(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) -> Val:

@@ -100,7 +100,8 @@ def resolve(scope: TypeScope, syn: ast.TypeSyn) -> Type:
                 if name == "key":
                     return KeyT()
                 if name in scope.file.aliases:
-                    return _alias(scope.file, scope.file.aliases[name])
+                    # The function's own scope, so that the dims it names are its dims.
+                    return resolve(scope, scope.file.aliases[name].type)
             if len(path) == 2 and args is None and path[0].name in scope.file.imports:
                 other = scope.file.imports[path[0].name]
                 if path[1].name in other.aliases:

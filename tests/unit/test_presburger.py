@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from presk.elab import presburger
@@ -188,6 +188,10 @@ def test_counterexamples_beyond_any_small_box() -> None:
         assert decide(h, ["x", "y", "z"], search_limit=limit) == Result(
             False, {"x": 1, "y": 1, "z": 8}
         )
+        chain = Not(conj(Cmp("==", x, 3 * y), Cmp("==", y, 3 * z), Cmp(">=", z, C(4))))
+        assert decide(chain, ["x", "y", "z"], search_limit=limit) == Result(
+            False, {"x": 36, "y": 12, "z": 4}
+        )
         k = Not(conj(Cmp("==", 2 * x, 3 * y + 7), Cmp(">=", y, C(5)), Divides(5, x + z)))
         assert decide(k, ["x", "y", "z"], search_limit=limit) == Result(
             False, {"x": 11, "y": 5, "z": 4}
@@ -282,8 +286,18 @@ def free_problem(draw: st.DrawFn) -> tuple[Formula, list[str]]:
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# A regression: Cooper's delta must use the divisors as scaled to a unit coefficient.
+_SCALED_DIVISOR = (
+    Not(And((Divides(4, 2 * V("y") + V("z")), Not(Divides(4, V("y") + 2))))),
+    ["y", "z"],
+    [1, 0],
+    [4, 1],
+)
+
+
 @SETTINGS
 @given(boxed_problem())
+@example(_SCALED_DIVISOR)
 def test_matches_brute_force_on_boxes(
     problem: tuple[Formula, list[str], list[int], list[int]],
 ) -> None:
