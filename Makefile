@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip >/dev/null
 	$(PY) -m pip install -q -e '.[dev]'
+	@# PyTorch (exactly 2.13.0, a CPU build) is the oracle of the gradient tests;
+	@# without it those tests are skipped with their reason.
+	$(PY) -m pip install -q torch==2.13.0 || echo "presk: torch==2.13.0 could not be installed; the PyTorch tests will be skipped"
 	touch $(STAMP)
 
 venv: $(STAMP)
