@@ -29,6 +29,7 @@ from fractions import Fraction
 from presk.ad.rules import RULES, Site
 from presk.core import ir
 from presk.diagnostics import CompilerBug
+from presk.elab.presburger import Lin
 from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type
 
 
@@ -106,7 +107,10 @@ def _remap_operand(op: ir.Operand, m: dict[int, ir.Operand]) -> ir.Operand:
 
 def remap(op: ir.Op, m: dict[int, ir.Operand]) -> ir.Op:
     """The op with its operands renamed through `m`."""
-    r = lambda o: _remap_operand(o, m)  # noqa: E731
+
+    def r(o: ir.Operand) -> ir.Operand:
+        return _remap_operand(o, m)
+
     match op:
         case ir.Prim(name, args, attrs):
             return ir.Prim(name, tuple(r(a) for a in args), attrs)
@@ -181,9 +185,9 @@ class _Adjoints:
             assert isinstance(ty, TupleT)
             elements: list[ir.Operand] = []
             for i, item_ty in enumerate(ty.items):
-                values = self.items[index].get(i)
-                if values:
-                    elements.append(self._sum(values, item_ty))
+                item_values = self.items[index].get(i)
+                if item_values:
+                    elements.append(self._sum(item_values, item_ty))
                 else:
                     source = b.emit(None, item_ty, ir.Get(self.primal[index], i))
                     elements.append(b.prim("zeros_like", (source,), item_ty))
@@ -480,9 +484,7 @@ class Differentiator:
         return fwd, bwd
 
 
-def _var(name: str) -> object:
-    from presk.elab.presburger import Lin
-
+def _var(name: str) -> Lin:
     return Lin.var(name)
 
 

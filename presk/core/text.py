@@ -39,7 +39,7 @@ def _dims(dims: tuple[tuple[str, Lin], ...]) -> str:
 def _attr(value: ir.AttrValue) -> str:
     match value:
         case tuple() if value and isinstance(value[0], tuple):
-            return ", ".join(f"{a}→{b}" for a, b in value)  # type: ignore[misc]
+            return ", ".join(f"{pair[0]}→{pair[1]}" for pair in value if isinstance(pair, tuple))
         case tuple():
             return ", ".join(str(v) for v in value)
     return str(value)

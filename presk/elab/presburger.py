@@ -629,14 +629,20 @@ def _model_value(t: _Vec, m: _Model) -> int:
 
 
 def _subst_atom(a: _Atom, i: int, d: int, u: _Vec) -> _Atom | bool:
-    """`a` with `d * x_i` replaced by `u` (d > 0, u[i] == 0): the atom is multiplied by d
-    first, which is exact for `0 < t` and, with the divisor multiplied too, for `k | t`."""
+    """`a` with `d * x_i` replaced by `u` (d > 0, u[i] == 0, and the caller keeps `d | u`).
+
+    The atom is multiplied by d first: `k | t` becomes `d*k | d*t`, and `0 < t`, i.e.
+    `t >= 1` on integers, becomes `d*t >= d`, i.e. `0 < d*t - d + 1`. The `- d + 1` keeps
+    the bound tight (merely `0 < d*t` would widen an equality `t == 0`, held as
+    `0 < t + 1 and 0 < -t + 1`, into a range of width 2d - 1 and cost Cooper branches).
+    """
     c = a.t[i]
     if c == 0:
         return a
     t = [d * tk + c * uk for tk, uk in zip(a.t, u, strict=True)]
     t[i] = 0
     if isinstance(a, _Gt):
+        t[-1] += 1 - d
         return _mk_gt(tuple(t))
     return _mk_dvd(a.k * d, tuple(t), a.neg)
 
@@ -787,6 +793,38 @@ def _branch(
     return None
 
 
+def _solve_one(conj: Sequence[_Atom], i: int) -> _Model | None:
+    """A conjunction in the one variable x_i: its inequalities bound x_i to an interval, and
+    `k | a*x + r` only depends on x mod k/gcd(k, a), so one period P of the interval (from
+    its finite end) holds a solution if any point does."""
+    low: int | None = None
+    high: int | None = None
+    period = 1
+    dvds: list[_Dvd] = []
+    for a in conj:
+        c, r = a.t[i], a.t[-1]
+        if isinstance(a, _Dvd):
+            dvds.append(a)
+            period = math.lcm(period, a.k // math.gcd(a.k, c))
+        elif c > 0:  # c*x + r > 0 iff x >= floor(-r / c) + 1
+            b = -r // c + 1
+            low = b if low is None else max(low, b)
+        else:  # c*x + r > 0 iff x <= floor((r - 1) / |c|)
+            b = (r - 1) // -c
+            high = b if high is None else min(high, b)
+    if low is not None:
+        first = low
+        last = first + period - 1 if high is None else min(high, first + period - 1)
+    elif high is not None:
+        first, last = high - period + 1, high
+    else:
+        first, last = 0, period - 1
+    for x in range(first, last + 1):
+        if all(((a.t[i] * x + a.t[-1]) % a.k == 0) != a.neg for a in dvds):
+            return {i: x}
+    return None
+
+
 def _solve(atoms: Iterable[_Atom], n: int, box: Sequence[tuple[int, int] | None]) -> _Model | None:
     """A model of a conjunction of atoms over the integers, or None if it has none.
 
@@ -809,6 +847,8 @@ def _solve(atoms: Iterable[_Atom], n: int, box: Sequence[tuple[int, int] | None]
     occurring = [k for k in range(n) if any(a.t[k] for a in conj)]
     # Atoms without variables are evaluated on construction, so some variable occurs.
     assert occurring, "presburger: constant atom survived normalisation"
+    if len(occurring) == 1:
+        return _solve_one(conj, occurring[0])
     plans = [(_plan(conj, k, box[k]), k) for k in occurring]
     plan, i = min(plans, key=lambda p: p[0].cost)
     if plan.kind == "enum":

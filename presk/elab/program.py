@@ -312,9 +312,9 @@ def lin_eval(env: FileEnv, expr: ast.Expr, dim: DimLookup) -> Lin:
         case ast.Num(_, value):
             return Lin.const_(value)
         case ast.Name(ident) | ast.Member(_, ident):
-            value = lookup_const(env, expr)
-            if value is not None:
-                return Lin.const_(value)
+            known = lookup_const(env, expr)
+            if known is not None:
+                return Lin.const_(known)
             if isinstance(expr, ast.Name):
                 var = dim(ident.name)
                 if var is not None:
@@ -383,7 +383,7 @@ def _lin_binary(op: ast.BinOp, a: Lin, b: Lin, expr: ast.Binary) -> Lin:
     )
 
 
-_PB_OPS = {
+_PB_OPS: dict[ast.BinOp, pb.CmpOp] = {
     ast.BinOp.EQ: "==",
     ast.BinOp.NE: "!=",
     ast.BinOp.LE: "<=",

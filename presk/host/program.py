@@ -427,7 +427,7 @@ class _Body:
             if isinstance(arg, HConst):
                 return arg.value
             if isinstance(arg, HPending):
-                operands = [operand(a) for a in arg.args]
+                operands = [operand(a) for a in arg.args]  # type: ignore[arg-type]
                 steps.append(Step(arg.step_name, dict(arg.attrs), operands, arg.axes))
                 return len(steps) - 1
             if isinstance(arg, (HTensor, HKey)):

@@ -192,8 +192,7 @@ class Interpreter:
                 return prims.dot(_as_tensor(values[0]), _as_tensor(values[1]))
             case "ein":
                 a, b = _as_tensor(values[0]), _as_tensor(values[1])
-                relabel = op.attr("relabel") or ()
-                for old, new in relabel:  # type: ignore[union-attr, misc]
+                for old, new in _relabel(op):
                     b = prims.rename_axis(b, old, new)
                 out = op.attr("out")
                 assert isinstance(out, tuple)
@@ -266,7 +265,8 @@ class Interpreter:
                 assert isinstance(size, Lin)
                 return prims.real(Fraction(_int(size, dims)))
             case name if name in _ADJOINTS:
-                return _ADJOINTS[name](op, values)
+                result: Value = _ADJOINTS[name](op, values)
+                return result
             case "init":
                 key = values[0]
                 assert isinstance(key, rng.Key) and isinstance(instr.type, object)

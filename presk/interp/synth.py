@@ -10,6 +10,7 @@ same seed gives the same numbers on every machine (docs/rng.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 import gmpy2
@@ -90,7 +91,7 @@ def synthesize(
     raise RunError(f"cannot synthesize `{name}` of type `{ty}`")
 
 
-def _shape(flat: list[object], axes: tuple[Axis, ...]) -> object:
+def _shape(flat: Sequence[object], axes: tuple[Axis, ...]) -> object:
     """Nest a flat row-major list by the axes' sizes."""
     if not axes:
         return flat[0]

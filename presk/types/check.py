@@ -201,14 +201,25 @@ class Checker:
         self._reported.add(key)
         self.sink.report(Diagnostic(code, message, Label(span, label), secondary, help, note))
 
-    def fail(self, code: str, message: str, span: Span, label: str, **extra: str) -> Abort:
-        self.report(code, message, span, label, **extra)  # type: ignore[arg-type]
+    def fail(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        label: str,
+        *,
+        secondary: tuple[Label, ...] = (),
+        help: str | None = None,
+        note: str | None = None,
+    ) -> Abort:
+        """Report an error and return the exception that stops this function's check."""
+        self.report(code, message, span, label, secondary=secondary, help=help, note=note)
         return Abort()
 
     def shape_fail(self, error: ShapeError, span: Span) -> Abort:
         return self.fail(
             error.code, error.message, span, error.label, note=error.note, help=error.help
-        )  # type: ignore[arg-type]
+        )
 
     def prefix(self, file: FileEnv) -> str:
         """`stem.` for a file whose names clash with another file's, else empty.
@@ -386,8 +397,8 @@ class Checker:
 
     def bind_params(self, ctx: FnCtx) -> None:
         info = ctx.info
-        for name, ty in info.module_args.items():
-            ctx.locals[name] = ModVal(ty.inst.module, ty.inst)
+        for name, module_ty in info.module_args.items():
+            ctx.locals[name] = ModVal(module_ty.inst.module, module_ty.inst)
         for name, ty, _default in info.params:
             index = ctx.next_index
             ctx.next_index += 1
@@ -445,7 +456,7 @@ class Checker:
                     f"`{info.short}` returns `{result.ty}` but is declared `-> {info.ret}`",
                     result_span,
                     f"this body has type `{result.ty}`",
-                    secondary=(Label(decl.span, f"declared `{info.ret}`"),),  # type: ignore[arg-type]
+                    secondary=(Label(decl.span, f"declared `{info.ret}`"),),
                 ) from None
         else:
             info.ret = result.ty
@@ -457,7 +468,7 @@ class Checker:
                         f"`{info.short}` uses the effect `{effect}` without declaring it",
                         span,
                         f"this uses `{effect}`",
-                        secondary=(Label(decl.span, "declared without `uses`"),),  # type: ignore[arg-type]
+                        secondary=(Label(decl.span, "declared without `uses`"),),
                         help=f"add `uses {effect}` to the signature of `{info.short}`",
                     )
         info.depends = set(result.deps)
@@ -519,9 +530,9 @@ class Checker:
                 return self.ascribe(ctx, node, value, ty)
             case ast.TupleExpr(items):
                 vals = [self.value(ctx, self.expr(ctx, item), item.span) for item in items]
-                ty = TupleT(tuple(v.ty for v in vals))
+                tuple_ty = TupleT(tuple(v.ty for v in vals))
                 op = ir.MakeTuple(tuple(v.operand for v in vals))
-                return ctx.emit(None, ty, op, node.span, regs.merge(*(v.deps for v in vals)))
+                return ctx.emit(None, tuple_ty, op, node.span, regs.merge(*(v.deps for v in vals)))
             case ast.Lambda():
                 return LambdaVal(node, ctx)
             case ast.Ein():
@@ -787,7 +798,9 @@ class Checker:
                 return self.call_method(ctx, node, owner, name)
             case LambdaVal():
                 args = [self.positional(ctx, arg) for arg in node.args]
-                return self.apply_lambda(ctx, node, callee, args, grad=False)
+                applied = self.apply_lambda(ctx, node, callee, args, grad=False)
+                assert isinstance(applied, Val)
+                return applied
         raise self.fail("E2002", "this is not a function", node.func.span, "cannot be called")
 
     def positional(self, ctx: FnCtx, arg: ast.Arg) -> Val:
@@ -1026,8 +1039,8 @@ class Checker:
             val = outer.locals[cap]
             assert isinstance(val, Val)
             info.params.append((cap, val.ty, None))
-        for ident, val in zip(lnode.params, args, strict=True):
-            info.params.append((ident.name, val.ty, None))
+        for param_ident, arg_val in zip(lnode.params, args, strict=True):
+            info.params.append((param_ident.name, arg_val.ty, None))
         info.all_params = list(info.params)
         info.state = "checking"
         inner = FnCtx(info, parent=outer, lambda_count=top.lambda_count)
@@ -1135,7 +1148,7 @@ class Checker:
                 f"the function is discontinuous (Disc) in `{wrt}`",
                 g.span,
                 f"`grad` here, with respect to `{wrt}`",
-                secondary=secondary,  # type: ignore[arg-type]
+                secondary=secondary,
                 help="use `softmax` for a smooth surrogate, "
                 "or an explicit straight-through relaxation",
                 note=f"in `{ctx.info.name}`; `grad` requires the class C⁰⁺ or better",

@@ -38,10 +38,10 @@ def elab_dump(checked: CheckedProgram) -> str:
     main = checked.program.main
     lines = [f"== {main.path} (main)"]
     infos = {info.decl: info for info in checked.functions if info.decl is not None}
-    for decl in main.import_decls:
-        target = main.imports.get(decl.alias.name)
+    for imported in main.import_decls:
+        target = main.imports.get(imported.alias.name)
         if target is not None:
-            lines.append(f"import {decl.alias.name} = {target.path}")
+            lines.append(f"import {imported.alias.name} = {target.path}")
     for name, value in main.consts.items():
         lines.append(f"const {name} = {_value(value)}")
     for name, _dim in main.dims.items():
@@ -49,10 +49,10 @@ def elab_dump(checked: CheckedProgram) -> str:
         lines.append(f"dim {name}" + (f" <= {_value(bound)}" if bound is not None else ""))
     for decl in main.tree.decls:
         match decl:
-            case ast.TypeAlias(name):
-                lines.append(f"type {name.name} = {_alias_text(checked, decl)}")
-            case ast.Module(name):
-                module = main.modules.get(name.name)
+            case ast.TypeAlias(alias_name):
+                lines.append(f"type {alias_name.name} = {_alias_text(checked, decl)}")
+            case ast.Module(module_name):
+                module = main.modules.get(module_name.name)
                 if module is None:
                     continue
                 from presk.elab.presburger import Lin
@@ -60,7 +60,7 @@ def elab_dump(checked: CheckedProgram) -> str:
 
                 generic = Instance(module, tuple(Lin.var(d) for d in module.dims))
                 dims = "{" + " ".join(module.dims) + "}" if module.dims else ""
-                lines.append(f"module {name.name}{dims} {{")
+                lines.append(f"module {module_name.name}{dims} {{")
                 for param in decl.params:
                     init = f" init = {param.init.name.name}" if param.init else ""
                     lines.append(f"  param {param.name.name} : {param_type(generic, param)}{init}")

@@ -356,7 +356,7 @@ def _merge(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) 
     size = _mul_sizes(checker, ty.axes[i].size, ty.axes[j].size, node)
     out = Tensor(Elem.REAL, ty.axes[:i] + (Axis(None, size),) + ty.axes[j + 1 :], ty.open)
     attrs = (("axes", (args.axes[0].name, args.axes[1].name)),)
-    return checker.emit_prim(ctx, name, out, (val,), node.span, attrs)  # type: ignore[arg-type]
+    return checker.emit_prim(ctx, name, out, (val,), node.span, attrs)
 
 
 def _split(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) -> Val:
@@ -381,7 +381,7 @@ def _split(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) 
         raise checker.shape_fail(error, node.span) from None
     out = Tensor(Elem.REAL, ty.axes[:i] + parts + ty.axes[i + 1 :], ty.open)
     attrs = (("axis", args.axes[0].name), ("parts", tuple(n for n, _, _ in args.dims)))
-    return checker.emit_prim(ctx, name, out, (val,), node.span, attrs)  # type: ignore[arg-type]
+    return checker.emit_prim(ctx, name, out, (val,), node.span, attrs)
 
 
 def _split_heads(checker: Checker, ctx: FnCtx, name: str, node: ast.Call, args: Args) -> Val:
@@ -492,22 +492,22 @@ def ein(checker: Checker, ctx: FnCtx, node: ast.Ein) -> Val:
                     "no operand has this axis",
                 )
             result.append(axis)
-        for name, axis in a_map.items():
-            if name in out:
+        for left_name, left_axis in a_map.items():
+            if left_name in out:
                 continue
-            if name not in b_map:
+            if left_name not in b_map:
                 raise checker.fail(
                     "E2007",
-                    f"axis `{name}` of the left operand is neither kept nor contracted",
+                    f"axis `{left_name}` of the left operand is neither kept nor contracted",
                     body.left.span,
                     "list it in the output or give the right operand one",
                 )
-            dim_ctx.require_equal(axis.size, b_map[name].size)
-        for name in b_map:
-            if name not in out and name not in a_map:
+            dim_ctx.require_equal(left_axis.size, b_map[left_name].size)
+        for right_name in b_map:
+            if right_name not in out and right_name not in a_map:
                 raise checker.fail(
                     "E2007",
-                    f"axis `{name}` of the right operand is neither kept nor contracted",
+                    f"axis `{right_name}` of the right operand is neither kept nor contracted",
                     body.right.span,
                     "list it in the output or give the left operand one",
                 )
