@@ -133,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="interp (the exact reference, default) or native (compiled C)",
     )
     run.add_argument(
+        "--threads",
+        default=None,
+        help="native workers (default: PRESK_THREADS, else the machine's cores; 1: no split)",
+    )
+    run.add_argument(
         "--realize",
         default="f64",
         help="machine type of the native backend: f64 (default), f32 or bf16",

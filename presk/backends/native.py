@@ -168,6 +168,7 @@ class Prepared:
     host: HostProgram
     library: Library
     dtype: str
+    threads: int = 1
 
     def call(self, inputs: list[Value]) -> Value:
         """One call of the entry on reference values; the result as reference values."""
@@ -177,6 +178,7 @@ class Prepared:
         arena = ffi.new("presk_arena *")
         arena.base = ffi.cast("char *", ffi.from_buffer(arena_buf))
         arena.size = self.unit.arena_bytes
+        arena.threads = self.threads
         c_in = ffi.new(f"{self.unit.symbol}_in *")
         values = [leaf for v in inputs for leaf in _leaf_values(v)]
         for (field, ctype, leaf), value in zip(self.unit.inputs, values, strict=True):
@@ -224,12 +226,13 @@ def prepare(
     inputs: list[Value],
     dtype: str,
     banner: str,
+    threads: int = 1,
 ) -> Prepared:
     """Record, print, build and load an entry for these inputs' layouts."""
     args = [host_value(v, dtype) for v in inputs]
-    host = record(module, entry, dims, args, dtype)
+    host = record(module, entry, dims, args, dtype, threads)
     fn = next(f for f in module.functions if f.name == entry)
     names = ["theta" if p.name == "θ" else p.name for p in fn.params]
     unit = print_unit(host, entry, names, banner)
-    so_path = build(unit.text)
-    return Prepared(unit, host, load(so_path, unit.cdef), dtype)
+    so_path = build(unit.text, openmp=host.splits > 0)
+    return Prepared(unit, host, load(so_path, unit.cdef), dtype, threads)

@@ -125,6 +125,11 @@ class _Printer:
         out: list[str] = []
         for s in body:
             match s:
+                case ir.For(var, bound, inner) if self.kernel.split and depth == 1:
+                    # This worker's contiguous share of the parallel outer loop.
+                    out.append(f"{pad}for (int64_t {var} = lo; {var} < hi; {var}++) {{")
+                    out.extend(self.stmts(inner, depth + 1))
+                    out.append(f"{pad}}}")
                 case ir.For(var, bound, inner):
                     out.append(f"{pad}for (int64_t {var} = 0; {var} < {bound}; {var}++) {{")
                     out.extend(self.stmts(inner, depth + 1))
@@ -149,11 +154,56 @@ class _Printer:
                         out.append(f"{pad}}} else {{")
                         out.extend(self.stmts(other, depth + 1))
                     out.append(f"{pad}}}")
+                case ir.VLet(name, value, _):
+                    out.extend(f"{pad}{line}" for line in self.vector_loads(value))
+                    out.append(f"{pad}{name} = {self.vexpr(value)};")
+                case ir.VStore(buffer, idx, value):
+                    out.extend(f"{pad}{line}" for line in self.vector_loads(value))
+                    target = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
+                    out.append(
+                        f"{pad}memcpy({target}, &{self.vexpr(value)}, sizeof({self.vtype}));"
+                    )
                 case ir.Random(name, key, counter):
                     key_name = self.names[key.index]
                     draw = f"presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}))"
                     out.append(f"{pad}{name} = {draw};")
         return out
+
+    @property
+    def vtype(self) -> str:
+        return "presk_v8d" if self.arith == "f64" else "presk_v8f"
+
+    def vector_loads(self, v: ir.VExpr) -> list[str]:
+        """Unaligned loads of a vector expression's operands into numbered temporaries."""
+        out: list[str] = []
+        self._loads: dict[int, str] = {}
+
+        def visit(e: ir.VExpr) -> None:
+            match e:
+                case ir.VLoad(buffer, idx, _):
+                    name = f"vl{len(self._loads)}"
+                    self._loads[id(e)] = name
+                    source = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
+                    out.append(f"{self.vtype} {name};")
+                    out.append(f"memcpy(&{name}, {source}, sizeof {name});")
+                case ir.VBin(_, left, right):
+                    visit(left)
+                    visit(right)
+
+        visit(v)
+        return out
+
+    def vexpr(self, v: ir.VExpr) -> str:
+        match v:
+            case ir.VLoad():
+                return self._loads[id(v)]
+            case ir.Splat(value, lanes):
+                scalar = self.expr(value)
+                return f"(({self.vtype}){{{', '.join([scalar] * lanes)}}})"
+            case ir.VBin(op, left, right):
+                return f"({self.vexpr(left)} {op} {self.vexpr(right)})"
+            case ir.VVar(name):
+                return name
 
     def scalars(self) -> list[str]:
         """Declarations of every scalar the body assigns (real, index or draw)."""
@@ -171,9 +221,14 @@ class _Printer:
                         visit(other)
                     case ir.Random(name):
                         seen.setdefault(name, "double")
+                    case ir.VLet(name):
+                        seen.setdefault(name, self.vtype)
 
         visit(self.kernel.body)
-        return [f"    {ty} {name} = 0;" for name, ty in sorted(seen.items())]
+        return [
+            f"    {ty} {name}" + (";" if ty.startswith("presk_v") else " = 0;")
+            for name, ty in sorted(seen.items())
+        ]
 
     def params(self) -> str:
         parts = []
@@ -184,6 +239,8 @@ class _Printer:
                 parts.append(f"const {C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
         for b in self.kernel.outputs:
             parts.append(f"{C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
+        if self.kernel.split:
+            parts += ["int64_t lo", "int64_t hi"]
         return ", ".join(parts)
 
 

@@ -76,7 +76,7 @@ class Unit:
 
 
 def _function(inst: FunctionInstance) -> str:
-    params = ["char *frame"]
+    params = ["char *frame", "int threads"]
     params += [f"{ctype}{'' if ctype.endswith('*') else ' '}{name}" for ctype, name in inst.params]
     params += [f"{ctype}{name}" for ctype, name in inst.outputs]
     body = [line.replace("FRAME_END", str(inst.frame)) for line in inst.body]
@@ -118,6 +118,7 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
     )
     args = [
         "arena->base",
+        "arena->threads > 0 ? arena->threads : 1",
         *(f"in->{n}" for n, _, _ in inputs),
         *(f"out->{n}" for n, _, _ in outputs),
     ]
@@ -143,7 +144,7 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         )
     )
     cdef = (
-        "typedef struct presk_arena { char *base; size_t size; } presk_arena;\n"
+        "typedef struct presk_arena { char *base; size_t size; int threads; } presk_arena;\n"
         "typedef struct { uint32_t k[2]; } presk_key;\n" + interface
     )
     return Unit(text, cdef, symbol, inputs, outputs, host.arena_bytes)

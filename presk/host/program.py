@@ -23,7 +23,7 @@ from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
 from presk.kernel.text import kernel_text
-from presk.sched import fusion
+from presk.sched import fusion, split
 
 ALIGN = 64
 
@@ -178,6 +178,7 @@ class HostProgram:
     outputs: list[tuple[str, HTensor]]
     launches: int = 0
     launches_unfused: int = 0
+    splits: int = 0
 
     @property
     def arena_bytes(self) -> int:
@@ -202,10 +203,14 @@ def _int(size: Lin, dims: dict[str, int]) -> int:
 class Recorder:
     """Records instances on demand; kernels are shared between identical nests."""
 
-    def __init__(self, module: core.Module, dtype: str, fuse: bool = True) -> None:
+    def __init__(
+        self, module: core.Module, dtype: str, fuse: bool = True, threads: int = 1
+    ) -> None:
         self.functions = {fn.name: fn for fn in module.functions}
         self.dtype = dtype
         self.fuse = fuse
+        self.threads = threads
+        self.splits = 0
         self.instances: dict[tuple[object, ...], FunctionInstance] = {}
         self.order: list[FunctionInstance] = []
         self.kernels: dict[str, tuple[str, kir.Kernel]] = {}
@@ -220,10 +225,32 @@ class Recorder:
             k = lower(launch, self.dtype)
         except LoweringError as error:
             raise HostError(str(error)) from None
+        if self.threads > 1 and split.splittable(k):
+            k = kir.Kernel(k.name, k.dtype, k.inputs, k.outputs, k.body, split=True)
         text = kernel_text(k)
         if text not in self.kernels:
             self.kernels[text] = (f"presk_k{len(self.kernels)}", k)
         return self.kernels[text][0]
+
+    def launch_line(self, c_name: str, ptrs: list[str]) -> list[str]:
+        """The C statements of one launch: a call, or an OpenMP region over the outer loop."""
+        k = next(kernel for name, kernel in self.kernels.values() if name == c_name)
+        if not k.split:
+            return [f"{c_name}({', '.join(ptrs)});"]
+        self.splits += 1
+        n = split.outer_bound(k)
+        args = ", ".join(ptrs)
+        return [
+            "#ifdef _OPENMP",
+            "#pragma omp parallel num_threads(threads)",
+            "{",
+            "    int64_t presk_w = omp_get_num_threads(), presk_t = omp_get_thread_num();",
+            f"    {c_name}({args}, {n} * presk_t / presk_w, {n} * (presk_t + 1) / presk_w);",
+            "}",
+            "#else",
+            f"{c_name}({args}, 0, {n});",
+            "#endif",
+        ]
 
     # ------------------------------------------------------------ instances
 
@@ -443,7 +470,7 @@ class _Body:
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
         c_name = self.rec.kernel(Launch(steps, inputs, out_buffer))
-        self.inst.body.append(f"{c_name}({', '.join([*ptrs, out.ptr])});")
+        self.inst.body.extend(self.rec.launch_line(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += len(steps)
         return out
@@ -496,7 +523,7 @@ class _Body:
         out = self.alloc(self.rec.dtype, ())
         step = Step("real", {}, [value.value], ())
         c_name = self.rec.kernel(Launch([step], [], kir.Buffer(0, self.rec.dtype, ())))
-        self.inst.body.append(f"{c_name}({out.ptr});")
+        self.inst.body.extend(self.rec.launch_line(c_name, [out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += 1
         return out
@@ -509,7 +536,7 @@ class _Body:
         inputs = [_buffer(i, a) for i, a in enumerate(args)]
         step = Step(name, {}, list(inputs), axes)
         c_name = self.rec.kernel(Launch([step], inputs, kir.Buffer(len(inputs), dtype, axes)))
-        self.inst.body.append(f"{c_name}({', '.join([*(a.ptr for a in args), out.ptr])});")
+        self.inst.body.extend(self.rec.launch_line(c_name, [*(a.ptr for a in args), out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += 1
         return out
@@ -539,7 +566,7 @@ class _Body:
         ptrs = [leaf.ptr for a in args for leaf in leaves(a)]
         out_ptrs = [leaf.ptr for leaf in leaves(outs)]
         self.inst.callee_frame = max(self.inst.callee_frame, inst.frame_bytes)
-        call_args = ", ".join(["frame + FRAME_END", *ptrs, *out_ptrs])
+        call_args = ", ".join(["frame + FRAME_END", "threads", *ptrs, *out_ptrs])
         self.inst.body.append(f"{inst.c_name}({call_args});")
 
     def fold(
@@ -698,9 +725,14 @@ def record(
     dims: dict[str, int],
     args: list[HValue],
     dtype: str,
+    threads: int = 1,
 ) -> HostProgram:
-    """Record an entry at concrete dims on arguments of these layouts."""
-    rec = Recorder(module, dtype)
+    """Record an entry at concrete dims on arguments of these layouts.
+
+    With `threads` > 1, kernels whose outer loop is parallel and whose work is
+    large enough are split over OpenMP workers (presk/sched/split.py).
+    """
+    rec = Recorder(module, dtype, threads=threads)
     names = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
     entry_args = [rebind(a, names) for a in args]
     inst = rec.instance(entry, dims, entry_args)

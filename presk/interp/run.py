@@ -267,6 +267,16 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
 
 
+def default_threads() -> int:
+    """`PRESK_THREADS`, else the machine's cores."""
+    import os
+
+    env = os.environ.get("PRESK_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
 def _native(
     module: Any,
     name: str,
@@ -274,6 +284,7 @@ def _native(
     inputs: list[tuple[str, Type, Value]],
     realize: str,
     text: str,
+    threads: int = 1,
 ) -> Value:
     """The entry compiled to C and called once (see presk/backends/native.py)."""
     from presk.backends.native import prepare
@@ -282,7 +293,7 @@ def _native(
 
     values = [v for _, _, v in inputs]
     try:
-        prepared = prepare(module, name, dims, values, realize, f"entry {text}")
+        prepared = prepare(module, name, dims, values, realize, f"entry {text}", threads)
     except HostError as error:
         raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
     except BuildError as error:
@@ -326,7 +337,12 @@ def _evaluate(
             value = synthesize(concrete_ty, name, path, dims, prefix, seed, default)
             inputs.append((name, ty, value))
         if args.backend == "native":
-            result = _native(module, info.name, dims, inputs, args.realize, entry.text)
+            threads = (
+                default_threads()
+                if args.threads is None
+                else _natural("--threads", "", args.threads, 1, 1024)
+            )
+            result = _native(module, info.name, dims, inputs, args.realize, entry.text, threads)
         else:
             result = interp.call(info.name, dims, [v for _, _, v in inputs])
     shown_prefix = prefix or ()

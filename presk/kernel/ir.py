@@ -202,7 +202,62 @@ class Random:
     counter: Index
 
 
-Stmt = For | Let | Store | If | Random
+@dataclass(frozen=True, slots=True)
+class VLoad:
+    """`lanes` consecutive elements of a buffer's last axis, from `index` (a vector)."""
+
+    buffer: Buffer
+    index: tuple[Index, ...]
+    lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Splat:
+    """A scalar in every lane."""
+
+    value: Expr
+    lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class VBin:
+    """Lane-wise `+` or `*` of vectors: each lane is its own output column."""
+
+    op: str
+    left: VExpr
+    right: VExpr
+
+
+@dataclass(frozen=True, slots=True)
+class VVar:
+    """A vector variable."""
+
+    name: str
+    lanes: int
+
+
+VExpr = VLoad | Splat | VBin | VVar
+
+
+@dataclass(frozen=True, slots=True)
+class VLet:
+    """Bind (or rebind) a vector variable."""
+
+    name: str
+    value: VExpr
+    lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class VStore:
+    """Store a vector's lanes at consecutive elements from `index`."""
+
+    buffer: Buffer
+    index: tuple[Index, ...]
+    value: VExpr
+
+
+Stmt = For | Let | Store | If | Random | VLet | VStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,3 +269,5 @@ class Kernel:
     inputs: tuple[Buffer, ...]
     outputs: tuple[Buffer, ...]
     body: tuple[Stmt, ...]
+    # The outer loop runs over [lo, hi) given by the caller: one worker's share.
+    split: bool = False

@@ -316,10 +316,15 @@ def _reduce(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
 # ---------------------------------------------------------------- contractions
 
 
+LANES = 8  # output columns per tile of a blocked dot
+
+
 def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, b = step.operands
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out = launch.output
+    if out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
+        return _dot_tiled(a, b, out, names)
     lead = [names.loop() for _ in a.axes[:-1]]
     k = names.loop()
     rest = [names.loop() for _ in b.axes[1:]]
@@ -358,6 +363,34 @@ def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         Store(out, out_index, Var(acc)),
     )
     return nest(lead_sizes + rest_sizes, lead + rest, body)
+
+
+def _dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ...]:
+    """The [1, 8] tile: eight output columns in one vector accumulator across all of K.
+
+    Each lane is one output column, summing its terms in increasing k from 0,
+    exactly as the row-wise form does: the bits are the same.
+    """
+    lead = [names.loop() for _ in a.axes[:-1]]
+    k, jb = names.loop(), names.loop()
+    s0 = names.scalar()
+    acc = "v0"
+    column = IBin("*", IVar(jb), IConst(LANES))
+    lead_index = tuple(IVar(v) for v in lead)
+    term = ir.VBin("*", ir.Splat(Var(s0), LANES), ir.VLoad(b, (IVar(k), column), LANES))
+    body = (
+        ir.VLet(acc, ir.Splat(ZERO, LANES), LANES),
+        For(
+            k,
+            a.shape[-1],
+            (
+                Let(s0, Load(a, (*lead_index, IVar(k)))),
+                ir.VLet(acc, ir.VBin("+", ir.VVar(acc, LANES), term), LANES),
+            ),
+        ),
+        ir.VStore(out, (*lead_index, column), ir.VVar(acc, LANES)),
+    )
+    return nest(list(a.shape[:-1]), lead, (For(jb, b.shape[1] // LANES, body),))
 
 
 def arith_accumulates_in_output(out: Buffer) -> bool:

@@ -61,6 +61,27 @@ def expr(e: ir.Expr | ir.Index | ir.Cmp) -> str:
             return index(e)
 
 
+def _lanes(v: ir.VExpr) -> int:
+    match v:
+        case ir.VLoad(_, _, lanes) | ir.Splat(_, lanes) | ir.VVar(_, lanes):
+            return lanes
+        case ir.VBin(_, left, _):
+            return _lanes(left)
+
+
+def vexpr(v: ir.VExpr) -> str:
+    """A vector expression: `<v>` marks a vector load, `splat` a broadcast scalar."""
+    match v:
+        case ir.VLoad(buffer, idx, lanes):
+            return f"<v>%{buffer.index}[{', '.join(index(i) for i in idx)}..+{lanes}]"
+        case ir.Splat(value, _):
+            return f"splat({expr(value)})"
+        case ir.VBin(op, left, right):
+            return f"({vexpr(left)} {op} {vexpr(right)})"
+        case ir.VVar(name):
+            return name
+
+
 def stmts(body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
     pad = "  " * depth
     lines: list[str] = []
@@ -85,6 +106,11 @@ def stmts(body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
                 lines.append(f"{pad}}}")
             case ir.Random(name, key, counter):
                 lines.append(f"{pad}{name} = uniform(%{key.index}, {index(counter)})")
+            case ir.VLet(name, value, _):
+                lines.append(f"{pad}{name} <v= {vexpr(value)}")
+            case ir.VStore(buffer, idx, value):
+                where = ", ".join(index(i) for i in idx)
+                lines.append(f"{pad}%{buffer.index}[{where}..+{_lanes(value)}] <v= {vexpr(value)}")
     return lines
 
 
@@ -92,7 +118,8 @@ def kernel_text(k: ir.Kernel) -> str:
     """A whole kernel."""
     inputs = ", ".join(buffer_type(b) for b in k.inputs)
     outputs = ", ".join(buffer_type(b) for b in k.outputs)
-    lines = [f"kernel {k.name} ({inputs}) -> {outputs} {{"]
+    head = "kernel split" if k.split else "kernel"
+    lines = [f"{head} {k.name} ({inputs}) -> {outputs} {{"]
     lines.extend(stmts(k.body, 1))
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -32,11 +32,18 @@ static inline uint16_t presk_f32_to_bf16(float f) {
     return (uint16_t)((u + rounding) >> 16);
 }
 
-/* The arena: one block the caller owns; its size is computed at print time. */
+/* The arena: one block the caller owns; its size is computed at print time.
+ * `threads` is the number of workers a split kernel may use (1: no split). */
 typedef struct presk_arena {
     char *base;
     size_t size;
+    int threads;
 } presk_arena;
+
+/* Vector lanes (GCC and Clang vector extensions): each lane is its own output
+ * column, so a vector kernel computes its scalar form's bits. */
+typedef double presk_v8d __attribute__((vector_size(64)));
+typedef float presk_v8f __attribute__((vector_size(32)));
 
 #endif
 // End of presk_rt.h.

@@ -1,0 +1,65 @@
+"""Thread splits: which kernels run their outer loop over several workers.
+
+A kernel is split when its body is one loop nest whose outermost loop is
+parallel — every store indexes its output by that loop's variable first, so
+no two iterations write the same element and none reads another's — and
+when its work is large enough to pay for waking the workers. Each worker
+takes a contiguous range [n·t/w, n·(t+1)/w) of that loop and computes
+exactly what the single thread computes there: the bits do not depend on
+the number of threads.
+"""
+
+from __future__ import annotations
+
+from presk.kernel import ir
+
+# Below this many innermost iterations a split costs more than it saves.
+WORK_THRESHOLD = 1 << 15
+
+
+def outer_bound(kernel: ir.Kernel) -> int:
+    """The trip count of the kernel's outer loop."""
+    (loop,) = kernel.body
+    assert isinstance(loop, ir.For)
+    return loop.bound
+
+
+def _stores(body: tuple[ir.Stmt, ...]) -> list[ir.Store | ir.VStore]:
+    out: list[ir.Store | ir.VStore] = []
+    for s in body:
+        match s:
+            case ir.Store() | ir.VStore():
+                out.append(s)
+            case ir.For(_, _, inner):
+                out.extend(_stores(inner))
+            case ir.If(_, then, other):
+                out.extend(_stores(then))
+                out.extend(_stores(other))
+    return out
+
+
+def _work(body: tuple[ir.Stmt, ...]) -> int:
+    total = 0
+    for s in body:
+        match s:
+            case ir.For(_, bound, inner):
+                total += bound * max(1, _work(inner))
+            case ir.If(_, then, other):
+                total += max(_work(then), _work(other))
+            case _:
+                total += 1
+    return total
+
+
+def splittable(kernel: ir.Kernel) -> bool:
+    """Whether the kernel's outer loop may be shared among workers."""
+    if len(kernel.body) != 1 or not isinstance(kernel.body[0], ir.For):
+        return False
+    loop = kernel.body[0]
+    if loop.bound < 2 or _work(kernel.body) < WORK_THRESHOLD:
+        return False
+    outputs = {b.index for b in kernel.outputs}
+    stores = _stores(loop.body)
+    return bool(stores) and all(
+        s.buffer.index in outputs and s.index and s.index[0] == ir.IVar(loop.var) for s in stores
+    )
