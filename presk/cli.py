@@ -55,7 +55,6 @@ NOT_BUILT = {
     "reprice": "layout cost models are not built yet",
     "rank": "layout cost models are not built yet",
     "refit": "layout cost models are not built yet",
-    "bench": "benchmarks need the native backend",
     "calibrate": "calibration is not built yet",
     "solve": "precision budgets are not built yet",
     "quantize": "quantisation is not built yet",
@@ -164,8 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--unroll-stack", action="store_true", help="write a stack as L calls instead of a fold"
     )
 
+    bench = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"])
+    _common(bench)
+    _entry_args(bench)
+    bench.add_argument("--repeat", default="5", help="timed calls per row (default 5)")
+    bench.add_argument("--bits", default="64", help="precision of the reference row (default 64)")
+    bench.add_argument("--threads", default=None, help="native workers (default: the cores)")
+    bench.add_argument("--native-only", action="store_true", help="skip the reference row")
+
     for name, text in COMMANDS.items():
-        if name in ("check", "run", "dump"):
+        if name in ("check", "run", "dump", "bench"):
             continue
         other = sub.add_parser(name, help=text, description=f"{text} (not built yet)")
         other.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -229,7 +236,15 @@ def _dump(args: argparse.Namespace) -> int:
     return pipeline.dump(args)
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from presk.bench import bench_command
+    from presk.pipeline import guard
+
+    return guard("bench", lambda: bench_command(args))
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "bench": _bench,
     "check": _check,
     "run": _run,
     "dump": _dump,

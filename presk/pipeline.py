@@ -75,6 +75,11 @@ def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram
     return checked, sink
 
 
+def guard(command: str, body: Callable[[], int]) -> int:
+    """Run a command's body; a CommandError is one line and exit 1."""
+    return _guard(command, body)
+
+
 def _guard(command: str, body: Callable[[], int]) -> int:
     try:
         return body()

@@ -12,6 +12,7 @@ reaches f32 from its double, and bf16 from that f32 (two roundings).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -172,6 +173,18 @@ class Prepared:
 
     def call(self, inputs: list[Value]) -> Value:
         """One call of the entry on reference values; the result as reference values."""
+        invoke, finish = self.bind(inputs)
+        status = invoke()
+        if status != 0:
+            raise RuntimeError(f"{self.unit.symbol} returned {status}")
+        return finish()
+
+    def bind(self, inputs: list[Value]) -> tuple[Callable[[], int], Callable[[], Value]]:
+        """Convert the inputs once; returns (invoke, finish): one cffi call, and the result.
+
+        `invoke()` runs the entry on the bound buffers (what a benchmark times);
+        `finish()` converts the outputs of the last call back to reference values.
+        """
         ffi, lib = self.library.ffi, self.library.lib
         keep: list[Any] = []
         arena_buf = np.zeros(max(self.unit.arena_bytes, 1), dtype=np.uint8)
@@ -199,13 +212,21 @@ class Prepared:
             array = np.zeros(tuple(s for _, s in leaf.axes), dtype=_NUMPY[leaf.dtype])
             outs.append(array)
             setattr(c_out, field, ffi.cast(ctype, ffi.from_buffer(array)))
-        status = getattr(lib, self.unit.symbol)(arena, c_in, c_out)
-        if status != 0:
-            raise RuntimeError(f"{self.unit.symbol} returned {status}")
-        tensors = [
-            _tensor(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)
-        ]
-        return _rebuild(self.host.entry.result, tensors)
+        entry = getattr(lib, self.unit.symbol)
+        # The C side reads these through raw pointers: they live as long as the closures.
+        keep.extend([arena_buf, arena, c_in, c_out])
+
+        def invoke() -> int:
+            status: int = entry(arena, c_in, c_out)
+            return status
+
+        def finish() -> Value:
+            assert keep
+            pairs = zip(outs, self.unit.outputs, strict=True)
+            tensors = [_tensor(a, leaf) for a, (_, _, leaf) in pairs]
+            return _rebuild(self.host.entry.result, tensors)
+
+        return invoke, finish
 
 
 def _rebuild(template: HValue, tensors: list[Tensor]) -> Value:
