@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench-reference venv
+.PHONY: demo test check loc clean golden-update bench bench-reference conformance libm-check venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ check: $(STAMP)
 
 golden-update: $(STAMP)
 	$(PY) -m pytest tests --update-golden
+
+bench: $(STAMP)
+	$(PY) benchmarks/native.py
+
+conformance: $(STAMP)
+	$(PY) conformance/run.py
+
+libm-check: $(STAMP)
+	$(PY) libm/check_libm.py
 
 bench-reference: $(STAMP)
 	$(PY) -m presk.bench_reference

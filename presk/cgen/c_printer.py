@@ -57,6 +57,7 @@ class _Printer:
         self.arith = ir.arith(kernel.dtype)
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
+        self._load_count = 0  # vector load temporaries are numbered through the kernel
 
     def index(self, e: ir.Index) -> str:
         match e:
@@ -181,7 +182,8 @@ class _Printer:
         def visit(e: ir.VExpr) -> None:
             match e:
                 case ir.VLoad(buffer, idx, _):
-                    name = f"vl{len(self._loads)}"
+                    self._load_count += 1
+                    name = f"vl{self._load_count}"
                     self._loads[id(e)] = name
                     source = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
                     out.append(f"{self.vtype} {name};")

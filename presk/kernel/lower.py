@@ -317,13 +317,17 @@ def _reduce(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
 
 
 LANES = 8  # output columns per tile of a blocked dot
+# Tiled contraction forms; off, every dot is row-wise (a test compares the bits).
+TILES = True
 
 
 def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, b = step.operands
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out = launch.output
-    if out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
+    if TILES and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
+        if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
+            return _dot_block(a, b, out, names, rows=4, vectors=2)
         return _dot_tiled(a, b, out, names)
     lead = [names.loop() for _ in a.axes[:-1]]
     k = names.loop()
@@ -391,6 +395,44 @@ def _dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, .
         ir.VStore(out, (*lead_index, column), ir.VVar(acc, LANES)),
     )
     return nest(list(a.shape[:-1]), lead, (For(jb, b.shape[1] // LANES, body),))
+
+
+def _dot_block(
+    a: Buffer, b: Buffer, out: Buffer, names: Names, rows: int, vectors: int
+) -> tuple[Stmt, ...]:
+    """A [rows, 8·vectors] tile of a plain matrix product: rows × vectors accumulators.
+
+    Every accumulator lane is one output element summing its terms in
+    increasing k from 0, so the tile computes the row-wise form's bits while
+    each load of b serves `rows` rows and each load of a serves 8·vectors columns.
+    """
+    ib, jb, k = names.loop(), names.loop(), names.loop()
+    width = LANES * vectors
+    row = [IBin("+", IBin("*", IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
+    col = [IBin("+", IBin("*", IVar(jb), IConst(width)), IConst(c * LANES)) for c in range(vectors)]
+    acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
+    loads = [f"w{c}" for c in range(vectors)]
+    inner: list[Stmt] = [
+        ir.VLet(loads[c], ir.VLoad(b, (IVar(k), col[c]), LANES), LANES) for c in range(vectors)
+    ]
+    for r in range(rows):
+        s = names.scalar()
+        inner.append(Let(s, Load(a, (row[r], IVar(k)))))
+        for c in range(vectors):
+            term = ir.VBin("*", ir.Splat(Var(s), LANES), ir.VVar(loads[c], LANES))
+            inner.append(ir.VLet(acc[r][c], ir.VBin("+", ir.VVar(acc[r][c], LANES), term), LANES))
+    zero = [
+        ir.VLet(acc[r][c], ir.Splat(ZERO, LANES), LANES)
+        for r in range(rows)
+        for c in range(vectors)
+    ]
+    stores = [
+        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], LANES))
+        for r in range(rows)
+        for c in range(vectors)
+    ]
+    body = (*zero, For(k, a.shape[1], tuple(inner)), *stores)
+    return (For(ib, a.shape[0] // rows, (For(jb, b.shape[1] // width, body),)),)
 
 
 def arith_accumulates_in_output(out: Buffer) -> bool:

@@ -1,0 +1,189 @@
+"""`make bench`: the native backend against NumPy and PyTorch, measured in the same run.
+
+Prints ratios, never absolute claims: these machines are shared and noisy.
+1. gemm N×N·N×N in f32 (N=1024 by default), one thread, against NumPy's BLAS
+   on one thread; and two threads against our own one.
+2. The tiny MiniGPT forward (V=64 D=16 H=2 L=2, B=2 T=8, f32) against
+   PyTorch eager on the same thread count (skipped without torch 2.13.0).
+3. Host overhead: an entry of about fifty small launches, per call.
+4. A cached run starts no compiler; the cold compile of the tiny MiniGPT
+   loss gradient.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+# One BLAS thread for the NumPy reference (set before NumPy loads).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import gmpy2  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def median_time(call: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def prepared(
+    path: str,
+    entry: str,
+    dims: dict[str, int],
+    consts: dict[str, int],
+    dtype: str,
+    threads: int = 1,
+) -> tuple[object, list[object], object]:
+    from presk.ad.reverse import differentiate
+    from presk.backends.native import prepare
+    from presk.elab.presburger import Lin
+    from presk.elab.ty import Params, subst
+    from presk.interp.synth import synthesize
+    from presk.pipeline import front_end
+
+    checked, _ = front_end(path, {k: Fraction(v) for k, v in consts.items()})
+    info = checked.find(entry)
+    assert info is not None
+    module = differentiate(checked.core)
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    with gmpy2.context(precision=53):
+        inputs = [
+            synthesize(
+                subst(ty, env),
+                name,
+                "theta" if isinstance(ty, Params) else f"input/{name}",
+                dims,
+                None,
+                0,
+                default,
+            )
+            for name, ty, default in info.params
+        ]
+    p = prepare(module, info.name, dims, inputs, dtype, f"bench {entry}", threads)
+    return p, inputs, module
+
+
+def gemm(n: int) -> None:
+    src = Path(tempfile.mkdtemp()) / "gemm.psk"
+    src.write_text("dim N\nfn gemm(a : ℝ[N, N], b : ℝ[N, N]) -> ℝ[N, N] = a · b\n")
+    flops = 2 * n**3
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    t_numpy = median_time(lambda: a @ b, 5)
+    rows = []
+    for threads in (1, 2):
+        p, inputs, _ = prepared(str(src), "gemm", {"N": n}, {}, "f32", threads)
+        invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+        invoke()
+        rows.append(median_time(invoke, 3))
+    print(
+        f"gemm {n}³ f32: numpy (1 BLAS thread) {flops / t_numpy / 1e9:.1f} GFLOP/s, "
+        f"presk 1 thread {flops / rows[0] / 1e9:.1f} GFLOP/s, 2 threads {flops / rows[1] / 1e9:.1f}"
+    )
+    print(f"  presk / numpy, one thread: {t_numpy / rows[0]:.2f}×  (goal ≥ 0.2×)")
+    print(f"  presk 2 threads / 1 thread: {rows[0] / rows[1]:.2f}×  (goal ≥ 1.7×)")
+
+
+def minigpt_vs_torch() -> None:
+    consts = {"V": 64, "D": 16, "H": 2, "L": 2}
+    p, inputs, _ = prepared(
+        "tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", {"B": 2, "T": 8}, consts, "f32", 1
+    )
+    invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+    invoke()
+    t_presk = median_time(invoke, 50)
+    try:
+        import torch
+    except ImportError:
+        print(
+            f"tiny MiniGPT forward f32: presk {t_presk * 1e6:.0f} µs; torch not installed: no ratio"
+        )
+        return
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from torch_minigpt import forward_from_presk
+
+    torch.set_num_threads(1)
+    fwd = forward_from_presk(inputs, consts)
+    with torch.no_grad():
+        fwd()
+        t_torch = median_time(fwd, 50)
+    print(
+        f"tiny MiniGPT forward f32, 1 thread: presk {t_presk * 1e6:.0f} µs, "
+        f"torch eager {t_torch * 1e6:.0f} µs: {t_torch / t_presk:.1f}× faster  (goal ≥ 5×)"
+    )
+
+
+def host_overhead() -> None:
+    # Fifty chained small elementwise launches that fusion cannot merge (each
+    # result is used twice), on 8 elements: the time is the host's.
+    lines = ["fn chain(x : ℝ[8]) -> ℝ[8] ="]
+    lines.append("  let a0 = x")
+    for i in range(1, 51):
+        lines.append(f"  let a{i} = a{i - 1} * a{i - 1} - a{i - 1}")
+    lines.append("  a50")
+    src = Path(tempfile.mkdtemp()) / "chain.psk"
+    src.write_text("\n".join(lines) + "\n")
+    p, inputs, _ = prepared(str(src), "chain", {}, {}, "f64", 1)
+    invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+    invoke()
+    t = median_time(invoke, 200)
+    print(
+        f"host overhead: {p.host.launches} launches of 8 elements, {t * 1e6:.1f} µs a call "  # type: ignore[attr-defined]
+        "(goal: under 20 µs beyond the kernels)"
+    )
+
+
+def compile_times() -> None:
+    from presk.build import compile as build
+
+    cache = tempfile.mkdtemp()
+    os.environ["PRESK_CACHE"] = cache
+    consts = {"V": 64, "D": 16, "H": 2, "L": 2}
+    start = time.perf_counter()
+    prepared("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, consts, "f32", 1)
+    cold = time.perf_counter() - start
+    runs = []
+    original = build._run
+
+    def counting(cmd: object) -> object:
+        runs.append(cmd)
+        return original(cmd)  # type: ignore[arg-type]
+
+    build._run = counting  # type: ignore[assignment]
+    start = time.perf_counter()
+    prepared("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, consts, "f32", 1)
+    warm = time.perf_counter() - start
+    build._run = original  # type: ignore[assignment]
+    print(
+        f"tiny MiniGPT loss gradient: cold compile {cold:.2f} s (goal under 5 s), "
+        f"cached {warm:.2f} s starting {len(runs)} compiler process(es) (goal 0)"
+    )
+
+
+def main() -> int:
+    os.chdir(ROOT)
+    n = int(os.environ.get("PRESK_BENCH_N", "1024"))
+    gemm(n)
+    minigpt_vs_torch()
+    host_overhead()
+    compile_times()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

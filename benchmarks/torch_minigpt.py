@@ -1,0 +1,62 @@
+"""The tiny MiniGPT forward written in PyTorch, on presk's synthesized θ and ids.
+
+Mirrors tests/examples/minigpt/minigpt.psk: token and position tables,
+pre-norm blocks (causal multi-head attention, a gelu perceptron), a final
+LayerNorm and the head. Used by benchmarks/native.py for the eager ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _param(leaf: Any) -> torch.Tensor:
+    values = np.array([float(x) for x in leaf.data.reshape(-1)], dtype=np.float32)
+    return torch.from_numpy(values.reshape(leaf.shape))
+
+
+def _layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    mu = x.mean(dim=-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + 1e-5) * g + b
+
+
+def forward_from_presk(inputs: list[Any], consts: dict[str, int]) -> Callable[[], torch.Tensor]:
+    """A closure computing the logits for presk's inputs (θ, ids)."""
+    theta, ids_tensor = inputs
+    p = {path: _param(leaf) for path, leaf in theta.leaves()}
+    ids = torch.tensor(np.array(ids_tensor.data.tolist(), dtype=np.int64))
+    heads = consts["H"]
+    t = ids.shape[1]
+    allowed = torch.tril(torch.ones(t, t, dtype=torch.bool))
+    gelu = torch.nn.GELU()
+
+    def attention(i: int, x: torch.Tensor) -> torch.Tensor:
+        def proj(name: str, v: torch.Tensor) -> torch.Tensor:
+            return v @ p[f"blocks.attn.{name}.w"][i] + p[f"blocks.attn.{name}.b"][i]
+
+        b, tt, d = x.shape
+
+        def split(v: torch.Tensor) -> torch.Tensor:
+            return v.reshape(b, tt, heads, d // heads).transpose(1, 2)
+
+        q, k, v = split(proj("q_proj", x)), split(proj("k_proj", x)), split(proj("v_proj", x))
+        s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        a = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
+        return proj("o_proj", (a @ v).transpose(1, 2).reshape(b, tt, d))
+
+    def forward() -> torch.Tensor:
+        x = p["tok.table"][ids] + p["pos.table"][torch.arange(t)]
+        for i in range(p["blocks.ln1.γ"].shape[0]):
+            h = x + attention(i, _layer_norm(x, p["blocks.ln1.γ"][i], p["blocks.ln1.β"][i]))
+            n = _layer_norm(h, p["blocks.ln2.γ"][i], p["blocks.ln2.β"][i])
+            up = gelu(n @ p["blocks.mlp.up.w"][i] + p["blocks.mlp.up.b"][i])
+            x = h + (up @ p["blocks.mlp.down.w"][i] + p["blocks.mlp.down.b"][i])
+        return _layer_norm(x, p["ln_f.γ"], p["ln_f.β"]) @ p["head.w"] + p["head.b"]
+
+    return forward
