@@ -421,18 +421,19 @@ def _dot_block(
         for c in range(vectors):
             term = ir.VBin("*", ir.Splat(Var(s), LANES), ir.VVar(loads[c], LANES))
             inner.append(ir.VLet(acc[r][c], ir.VBin("+", ir.VVar(acc[r][c], LANES), term), LANES))
-    zero = [
+    zero: list[Stmt] = [
         ir.VLet(acc[r][c], ir.Splat(ZERO, LANES), LANES)
         for r in range(rows)
         for c in range(vectors)
     ]
-    stores = [
+    stores: list[Stmt] = [
         ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], LANES))
         for r in range(rows)
         for c in range(vectors)
     ]
     body = (*zero, For(k, a.shape[1], tuple(inner)), *stores)
-    return (For(ib, a.shape[0] // rows, (For(jb, b.shape[1] // width, body),)),)
+    # Column panels outermost: a panel of b (K × 16) stays in cache for every row block.
+    return (For(jb, b.shape[1] // width, (For(ib, a.shape[0] // rows, body),)),)
 
 
 def arith_accumulates_in_output(out: Buffer) -> bool:

@@ -61,5 +61,31 @@ def splittable(kernel: ir.Kernel) -> bool:
     outputs = {b.index for b in kernel.outputs}
     stores = _stores(loop.body)
     return bool(stores) and all(
-        s.buffer.index in outputs and s.index and s.index[0] == ir.IVar(loop.var) for s in stores
+        s.buffer.index in outputs and any(_owns(i, loop.var, _width(s)) for i in s.index)
+        for s in stores
     )
+
+
+def _width(store: ir.Store | ir.VStore) -> int:
+    """Elements a store writes along its last index (lanes for a vector store)."""
+    if isinstance(store, ir.VStore):
+        value = store.value
+        while isinstance(value, ir.VBin):
+            value = value.left
+        assert not isinstance(value, ir.VBin)
+        return value.lanes
+    return 1
+
+
+def _owns(index: ir.Index, var: str, width: int) -> bool:
+    """Whether distinct values of `var` give disjoint elements along this index.
+
+    True for `var` itself, and for `var * w + c` with 0 <= c and c + width <= w
+    (a tile's column block): no two iterations of the loop write one element.
+    """
+    if index == ir.IVar(var):
+        return True  # a scalar or vector store at a position only this iteration names
+    match index:
+        case ir.IBin("+", ir.IBin("*", ir.IVar(v), ir.IConst(w)), ir.IConst(c)):
+            return v == var and c >= 0 and c + width <= w
+    return False
