@@ -88,7 +88,7 @@ def gemm(n: int) -> None:
     rows = []
     for threads in (1, 2):
         p, inputs, _ = prepared(str(src), "gemm", {"N": n}, {}, "f32", threads)
-        invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+        invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
         invoke()
         rows.append(median_time(invoke, 3))
     print(
@@ -104,7 +104,7 @@ def minigpt_vs_torch() -> None:
     p, inputs, _ = prepared(
         "tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", {"B": 2, "T": 8}, consts, "f32", 1
     )
-    invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+    invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
     invoke()
     t_presk = median_time(invoke, 50)
     try:
@@ -139,7 +139,7 @@ def host_overhead() -> None:
     src = Path(tempfile.mkdtemp()) / "chain.psk"
     src.write_text("\n".join(lines) + "\n")
     p, inputs, _ = prepared(str(src), "chain", {}, {}, "f64", 1)
-    invoke, _ = p.bind(inputs)  # type: ignore[attr-defined]
+    invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
     invoke()
     t = median_time(invoke, 200)
     print(

@@ -79,9 +79,9 @@ def bench_command(args: argparse.Namespace) -> int:
         rows.append((f"interp {bits} bits", _time(reference, repeat)))
     for dtype in ("f64", "f32", "bf16"):
         prepared = prepare(module, info.name, dims, inputs, dtype, f"bench {entry.text}", threads)
-        invoke, _ = prepared.bind(inputs)
-        invoke()  # the first call touches the arena's pages
-        rows.append((f"native {dtype}", _time(invoke, repeat)))
+        bound = prepared.bind(inputs)
+        bound.invoke()  # the first call touches the arena's pages
+        rows.append((f"native {dtype}", _time(bound.invoke, repeat)))
     base = statistics.median(rows[0][1])
     out = [f"{'backend':<20}{'median ms':>11}{'best ms':>13}{'speedup':>10}"]
     for label, times in rows:

@@ -162,6 +162,21 @@ def _leaf_values(value: Value) -> list[Tensor | rng.Key]:
 
 
 @dataclass
+class Bound:
+    """An entry with its inputs in buffers.
+
+    `invoke()` makes one cffi call (what a benchmark times); `outputs` are the
+    output buffers as the call leaves them; `finish()` converts them back to
+    reference values. `keep` holds what the C side reads through raw pointers.
+    """
+
+    invoke: Callable[[], int]
+    finish: Callable[[], Value]
+    outputs: list[npt.NDArray[Any]]
+    keep: list[Any]
+
+
+@dataclass
 class Prepared:
     """A compiled entry ready to be called."""
 
@@ -173,18 +188,14 @@ class Prepared:
 
     def call(self, inputs: list[Value]) -> Value:
         """One call of the entry on reference values; the result as reference values."""
-        invoke, finish = self.bind(inputs)
-        status = invoke()
+        bound = self.bind(inputs)
+        status = bound.invoke()
         if status != 0:
             raise RuntimeError(f"{self.unit.symbol} returned {status}")
-        return finish()
+        return bound.finish()
 
-    def bind(self, inputs: list[Value]) -> tuple[Callable[[], int], Callable[[], Value]]:
-        """Convert the inputs once; returns (invoke, finish): one cffi call, and the result.
-
-        `invoke()` runs the entry on the bound buffers (what a benchmark times);
-        `finish()` converts the outputs of the last call back to reference values.
-        """
+    def bind(self, inputs: list[Value]) -> Bound:
+        """Convert the inputs once into buffers, ready for repeated calls."""
         ffi, lib = self.library.ffi, self.library.lib
         keep: list[Any] = []
         arena_buf = np.zeros(max(self.unit.arena_bytes, 1), dtype=np.uint8)
@@ -221,12 +232,11 @@ class Prepared:
             return status
 
         def finish() -> Value:
-            assert keep
             pairs = zip(outs, self.unit.outputs, strict=True)
             tensors = [_tensor(a, leaf) for a, (_, _, leaf) in pairs]
             return _rebuild(self.host.entry.result, tensors)
 
-        return invoke, finish
+        return Bound(invoke, finish, outs, keep)
 
 
 def _rebuild(template: HValue, tensors: list[Tensor]) -> Value:

@@ -73,6 +73,12 @@ class Unit:
     inputs: list[tuple[str, str, HTensor | HKey]]  # (field, C type, leaf)
     outputs: list[tuple[str, str, HTensor]]
     arena_bytes: int
+    # The pieces of `text`, which the C export writes to separate files.
+    banner: str = ""
+    kernels: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+    interface: str = ""
+    entry: str = ""
 
 
 def _function(inst: FunctionInstance) -> str:
@@ -131,14 +137,17 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         "    return 0;\n"
         "}\n"
     )
+    banner_text = safe_comment(f"{banner} (presk {__version__})")
+    kernels = tuple(kernel_c(k, name) for name, k in host.kernels)
+    functions = tuple(_function(f) for f in host.functions)
     text = (
         _env()
         .get_template("unit.c.j2")
         .render(
-            banner=safe_comment(f"{banner} (presk {__version__})"),
+            banner=banner_text,
             runtime=runtime_text(),
-            kernels=[kernel_c(k, name) for name, k in host.kernels],
-            functions=[_function(f) for f in host.functions],
+            kernels=kernels,
+            functions=functions,
             interface=interface,
             entry=entry_c,
         )
@@ -147,4 +156,16 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         "typedef struct presk_arena { char *base; size_t size; int threads; } presk_arena;\n"
         "typedef struct { uint32_t k[2]; } presk_key;\n" + interface
     )
-    return Unit(text, cdef, symbol, inputs, outputs, host.arena_bytes)
+    return Unit(
+        text,
+        cdef,
+        symbol,
+        inputs,
+        outputs,
+        host.arena_bytes,
+        banner_text,
+        kernels,
+        functions,
+        interface,
+        entry_c,
+    )

@@ -83,16 +83,20 @@ Scalar: TypeAlias = int | Fraction
 #        exists x'. phi'(x')  <=>  OR_{j=1..delta} phi'_{-inf}(j)
 #                                  OR  OR_{j=1..delta, b in Bs} phi'(b + j)
 #    (phi'_{-inf} replaces lower-bound atoms by False and upper-bound atoms by True). Proof
-#    sketch: if phi'(x) holds and x is not some b + j, then x - delta is above no fewer
-#    lower bounds, below no fewer upper bounds and in the same residue class of every
-#    divisor, so phi'(x - delta) holds; descending, either some b + j is reached or x drops
-#    below every bound, where phi' agrees with phi'_{-inf}, which is delta-periodic. The dual
+#    sketch: let phi'(x) hold with x not of the form b + j. Then no b lies in [x - delta, x),
+#    so x - delta satisfies every lower-bound atom x does, every upper-bound atom (it is
+#    smaller) and the same divisibility atoms (delta is a multiple of each divisor); phi'
+#    is negation-free, hence monotone in its atoms, so phi'(x - delta) holds. Descending,
+#    either some b + j is reached or x drops below every b and a, where phi' agrees with
+#    phi'_{-inf}, which is delta-periodic, so phi'_{-inf}(j) holds for some j. The dual
 #    form with the upper bounds a (`x' < a`, candidates a - j, +inf) is used when it has
 #    fewer candidates. Each disjunct is the conjunction with x eliminated, decided
 #    recursively, so the search is exact: no threshold or period is guessed anywhere.
 #    Cheaper exact steps are taken first where they apply: an equality `a*x + r == 0`
 #    (found as two opposite inequalities) substitutes |a|*x := -sign(a)*r and keeps
-#    `|a| | r`; a variable with a small finite range is enumerated. Every step keeps the
+#    `|a| | r`; a conjunction left in one variable is an interval and congruences, so one
+#    period of the interval from its finite end is searched; a variable whose finite range
+#    is smaller than its Cooper candidate count is enumerated. Every step keeps the
 #    value it substituted, so a satisfiable conjunction returns a model (for the infinity
 #    disjuncts, x' is moved by multiples of delta beyond every bound of the model).
 # 3. The least counterexample: points of small sum are first tried directly in the
@@ -868,7 +872,7 @@ def _solve(atoms: Iterable[_Atom], n: int, box: Sequence[tuple[int, int] | None]
                 m = scale // abs(c)
                 r = [m * tk for tk in a.t]
                 r[i] = 0
-                terms.append(tuple(_neg_vec(tuple(r))) if want_lo else tuple(r))
+                terms.append(_neg_vec(tuple(r)) if want_lo else tuple(r))
         step = 1 if want_lo else -1
         cands = (_plus(term, step * j) for term in terms for j in range(1, delta + 1))
         return _branch(conj, i, scale, cands, n, box)
@@ -879,8 +883,8 @@ def _solve(atoms: Iterable[_Atom], n: int, box: Sequence[tuple[int, int] | None]
     others = [a for a in conj if not (isinstance(a, _Gt) and a.t[i])]
     sgn = 1 if minf else -1
     for j in range(scale, delta + 1, scale):
-        zero = (*([0] * n), sgn * j)
-        model = _branch(others, i, scale, [zero], n, box)
+        at_j = (*([0] * n), sgn * j)
+        model = _branch(others, i, scale, [at_j], n, box)
         if model is None:
             continue
         x = model[i]

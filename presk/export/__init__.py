@@ -1,0 +1,1 @@
+"""Exports: an entry as a standalone C program (and later other targets)."""

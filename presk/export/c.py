@@ -1,0 +1,343 @@
+"""`presk export --target c`: an entry as a standalone C program.
+
+The export records the entry exactly as the native backend does (the same
+kernels, the same host functions, the same arena) and writes that text to a
+directory with a `main.c`, the runtime, the libm, a Makefile, a README for
+this program, and `conformance/`: the inputs `presk run` would synthesize,
+the native backend's outputs and the exact reference's. `make check`
+compares the program's outputs with the native backend's byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import gmpy2
+import numpy as np
+
+from presk import __version__, resources
+from presk.backends.native import Prepared, _array, prepare
+from presk.cgen.program import Unit, _env, c_name
+from presk.host.program import HKey, HTensor
+from presk.interp import rng
+from presk.interp.reference import Interpreter, Tree, Value
+from presk.interp.tensor import Tensor
+
+DTYPE_CODE = {"f64": 0, "f32": 1, "bf16": 2, "i64": 3}
+C_TYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
+RUNTIME_FILES = (
+    "runtime/c/presk_rt.h",
+    "runtime/c/presk_rng.h",
+    "runtime/c/presk_rng.c",
+    "runtime/c/presk_data.h",
+    "runtime/c/presk_data.c",
+    "libm/musl/presk_libm.h",
+    "libm/musl/presk_libm.c",
+)
+
+
+class ExportError(Exception):
+    """The export could not be written (one line for the user)."""
+
+
+def c_string(text: str) -> str:
+    """A C string literal of any text: non-ASCII and specials as octal escapes."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if 32 <= byte < 127 and ch not in '"\\?':
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+@dataclass
+class ExportPlan:
+    """What an export writes, computed before any file is touched."""
+
+    files: dict[str, str | bytes]
+    summary: str
+
+
+def _leaf_path(path: str) -> str:
+    return path.split(".", 1)[1] if "." in path else ""
+
+
+def _data_file(type_text: str, leaves: list[tuple[str, str, tuple[int, ...], np.ndarray]]) -> bytes:
+    """A one-sample .psk.d file's bytes (through the project's writer)."""
+    from presk.data.format import DataFile, Leaf, write
+
+    data = DataFile(
+        type_text,
+        1,
+        [Leaf(path, dtype, shape) for path, dtype, shape, _ in leaves],
+        [array.reshape((1, *shape)) for _, _, shape, array in leaves],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "file.psk.d"
+        write(str(target), data)
+        return target.read_bytes()
+
+
+def _input_leaves(
+    unit: Unit, inputs: list[Value]
+) -> list[tuple[str, str, tuple[int, ...], np.ndarray]]:
+    from presk.backends.native import _leaf_values
+
+    values = [leaf for v in inputs for leaf in _leaf_values(v)]
+    out: list[tuple[str, str, tuple[int, ...], np.ndarray]] = []
+    for (field, _, leaf), value in zip(unit.inputs, values, strict=True):
+        if isinstance(leaf, HKey):
+            assert isinstance(value, rng.Key)
+            out.append((field, "i64", (2,), np.array([value.k0, value.k1], dtype=np.int64)))
+            continue
+        assert isinstance(value, Tensor)
+        array = np.ascontiguousarray(_array(value, leaf.dtype))
+        out.append((field, leaf.dtype, tuple(s for _, s in leaf.axes), array))
+    return out
+
+
+def _output_arrays(prepared: Prepared, inputs: list[Value]) -> list[np.ndarray]:
+    """The native backend's output buffers, as they are (storage types)."""
+    bound = prepared.bind(inputs)
+    if bound.invoke() != 0:
+        raise ExportError("the native backend's call failed")
+    return [a.copy() for a in bound.outputs]
+
+
+def _reference_leaves(result: Value) -> list[np.ndarray]:
+    """The exact reference's result leaves, rounded once to f64 for the file."""
+    leaves: list[Tensor] = []
+
+    def walk(v: Value) -> None:
+        match v:
+            case Tensor():
+                leaves.append(v)
+            case Tree():
+                leaves.extend(leaf for _, leaf in v.leaves())
+            case tuple():
+                for item in v:
+                    walk(item)
+
+    walk(result)
+    out = []
+    for leaf in leaves:
+        if leaf.kind.name != "REAL":
+            out.append(np.array(leaf.data.tolist(), dtype=np.int64).reshape(leaf.shape))
+        else:
+            out.append(np.array([float(x) for x in leaf.data.reshape(-1)]).reshape(leaf.shape))
+    return out
+
+
+def plan_export(
+    module: Any,
+    entry_name: str,
+    entry_text: str,
+    source: str,
+    dims: dict[str, int],
+    param_names: list[str],
+    inputs: list[Value],
+    input_type: str,
+    output_type: str,
+    dtype: str,
+    threads: int,
+    directory: str,
+) -> ExportPlan:
+    """Record, run and print everything an export writes."""
+    banner = (
+        f"{source}: entry {entry_text} at "
+        + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "no dims")
+        + f" in {dtype}"
+    )
+    prepared = prepare(module, entry_name, dims, inputs, dtype, banner, threads)
+    unit, host = prepared.unit, prepared.host
+    native_out = _output_arrays(prepared, inputs)
+    with gmpy2.context(precision=256):
+        reference = Interpreter(module).call(entry_name, dims, inputs)
+    env = _env()
+    banner_c = unit.banner
+    symbol = unit.symbol
+    arena_macro = symbol.upper() + "_ARENA_BYTES"
+    files: dict[str, str | bytes] = {}
+    files["model.h"] = env.get_template("model.h.j2").render(
+        banner=banner_c,
+        guard=symbol.upper() + "_H",
+        arena_macro=arena_macro,
+        arena_bytes=unit.arena_bytes,
+        interface=unit.interface,
+    )
+    files["model.c"] = env.get_template("model.c.j2").render(
+        banner=banner_c, functions=unit.functions, entry=unit.entry
+    )
+    files["kernels.c"] = env.get_template("kernels.c.j2").render(
+        banner=banner_c, kernels=unit.kernels
+    )
+    bind_inputs: list[str] = []
+    for i, (field, _, leaf) in enumerate(unit.inputs):
+        if isinstance(leaf, HKey):
+            bind_inputs += [
+                _check_leaf(i, 3, "expected a key"),
+                f"presk_key key{i};",
+                f"key{i}.k[0] = (uint32_t)((const int64_t *)inputs.data[{i}])[0];",
+                f"key{i}.k[1] = (uint32_t)((const int64_t *)inputs.data[{i}])[1];",
+                f"in.{field} = &key{i};",
+            ]
+            continue
+        assert isinstance(leaf, HTensor)
+        code = DTYPE_CODE[leaf.dtype]
+        bind_inputs += [
+            _check_leaf(i, code, "wrong element type"),
+            f"in.{field} = (const {C_TYPE[leaf.dtype]} *)inputs.data[{i}];",
+        ]
+    bind_outputs: list[str] = []
+    write_outputs: list[str] = []
+    free_outputs: list[str] = []
+    leaf_lines: list[str] = []
+    for i, (field, _, leaf) in enumerate(unit.outputs):
+        ctype = C_TYPE[leaf.dtype]
+        count = max(1, leaf.size)
+        bind_outputs += [
+            f"{ctype} *out{i} = calloc({count}u, sizeof({ctype}));",
+            f'if (out{i} == NULL) {{ return fail("outputs", "out of memory"); }}',
+            f"out.{field} = out{i};",
+        ]
+        dims_list = ", ".join(f"{s}u" for _, s in leaf.axes) or "0u"
+        write_outputs.append(f"static uint64_t dims{i}[] = {{{dims_list}}};")
+        path = _leaf_path(host.outputs[i][0])
+        leaf_lines.append(
+            f"{{{DTYPE_CODE[leaf.dtype]}u, {len(leaf.axes)}u, dims{i}, (char *){c_string(path)}}}"
+        )
+        free_outputs.append(f"free(out{i});")
+    n_out = len(unit.outputs)
+    write_outputs += [
+        f"presk_leaf out_leaves[] = {{{', '.join(leaf_lines)}}};",
+        f"void *out_data[] = {{{', '.join(f'out{i}' for i in range(n_out))}}};",
+        f"result.type = (char *){c_string(output_type)};",
+        "result.count = 1u;",
+        f"result.nleaves = {n_out}u;",
+        "result.leaves = out_leaves;",
+        "result.data = out_data;",
+    ]
+    files["main.c"] = env.get_template("main.c.j2").render(
+        banner=banner_c,
+        symbol=symbol,
+        input_leaves=len(unit.inputs),
+        bind_inputs=bind_inputs,
+        bind_outputs=bind_outputs,
+        write_outputs=write_outputs,
+        free_outputs=free_outputs,
+        arena_macro=arena_macro,
+        threads=threads,
+    )
+    openmp = "-fopenmp" if host.splits else ""
+    files["Makefile"] = env.get_template("Makefile.j2").render(banner=banner_c, openmp=openmp)
+    files["conformance/check.sh"] = env.get_template("check.sh.j2").render(banner=banner_c)
+    in_lines = []
+    for field, _, leaf in unit.inputs:
+        if isinstance(leaf, HKey):
+            in_lines.append(f"`{field}`: a random key (two 32-bit words, stored as i64[2])")
+        else:
+            shape = ", ".join(f"{n}: {s}" if n else str(s) for n, s in leaf.axes)
+            in_lines.append(f"`{field}`: {leaf.dtype}[{shape}]")
+    out_lines = [
+        f"`{field}`: {leaf.dtype}["
+        + ", ".join(f"{n}: {s}" if n else str(s) for n, s in leaf.axes)
+        + "]"
+        for field, _, leaf in unit.outputs
+    ]
+    threads_note = (
+        "Split launches are OpenMP regions; `OMP_NUM_THREADS=1` or `make OPENMP=` "
+        "give the same bits."
+        if host.splits
+        else "No launch is split among threads."
+    )
+    files["README.md"] = env.get_template("README.md.j2").render(
+        title=f"{entry_text}, exported by presk",
+        summary=f"`{entry_text}` from `{source}`, at "
+        + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "fixed shapes")
+        + f", in {dtype}: {host.launches} launches of {len(host.kernels)} kernels.",
+        version=__version__,
+        source=source,
+        entry_line=f"`{symbol}(arena, in, out)` returns {output_type}.",
+        inputs=in_lines,
+        outputs=out_lines,
+        threads_note=threads_note,
+    )
+    for relative in RUNTIME_FILES:
+        files[os.path.basename(relative)] = resources.read(relative)
+    in_leaves = _input_leaves(unit, inputs)
+    files["conformance/inputs.psk.d"] = _data_file(
+        input_type, [(field, dt, shape, arr) for field, dt, shape, arr in in_leaves]
+    )
+    out_leaves = [
+        (_leaf_path(host.outputs[i][0]), leaf.dtype, tuple(s for _, s in leaf.axes), native_out[i])
+        for i, (_, _, leaf) in enumerate(unit.outputs)
+    ]
+    files["conformance/native.psk.d"] = _data_file(output_type, out_leaves)
+    ref = _reference_leaves(reference)
+    ref_leaves = [
+        (path, "f64" if a.dtype == np.float64 else "i64", shape, a)
+        for (path, _, shape, _), a in zip(out_leaves, ref, strict=True)
+    ]
+    files["conformance/reference.psk.d"] = _data_file(output_type, ref_leaves)
+    functions = len(host.functions) - 1
+    split = (
+        f"{host.splits} of them divided among up to {threads} threads"
+        if host.splits
+        else "on one thread"
+    )
+    summary = (
+        f"presk export: `{entry_text}` at "
+        + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "its shapes")
+        + f" in {dtype}: {host.launches} launches ({split}) of {len(host.kernels)} kernels, "
+        f"{functions} function{'s' if functions != 1 else ''} besides the entry's and "
+        f"{_loops(unit)} loops, an arena of {unit.arena_bytes} bytes, into {directory}; "
+        f"`make -C {directory} check` builds it and compares it with the native backend"
+    )
+    return ExportPlan(files, summary)
+
+
+def _check_leaf(index: int, code: int, problem: str) -> str:
+    """A line of main.c refusing an input leaf of the wrong element type."""
+    return (
+        f"if (inputs.leaves[{index}].dtype != {code}u) "
+        f'{{ return fail(argv[arg], "leaf {index}: {problem}"); }}'
+    )
+
+
+def _loops(unit: Unit) -> int:
+    """Host loops (folds over stacked layers) in the printed functions."""
+    return sum(f.count("for (int64_t l") for f in unit.functions)
+
+
+def write_plan(plan: ExportPlan, directory: str) -> None:
+    """Write every file into a temporary directory, then move it into place."""
+    target = Path(directory)
+    parent = target.parent if str(target.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".presk-export-", dir=parent))
+    try:
+        for relative, content in plan.files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+        (staging / "conformance" / "check.sh").chmod(0o755)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportError(f"{directory}: {error.strerror or error}") from None
+
+
+__all__ = ["Fraction", "c_name", "plan_export", "write_plan"]
