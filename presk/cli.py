@@ -45,7 +45,6 @@ COMMANDS: dict[str, str] = {
 }
 
 NOT_BUILT = {
-    "export": "the C and PyTorch exports come with the native backend",
     "train": "training needs differentiation and the optimizer, not built yet",
     "serve": "serving is not built yet",
     "plan": "layout planning is not built yet",
@@ -58,7 +57,6 @@ NOT_BUILT = {
     "calibrate": "calibration is not built yet",
     "solve": "precision budgets are not built yet",
     "quantize": "quantisation is not built yet",
-    "data": "`.psk.d` data files are not built yet",
 }
 
 
@@ -171,8 +169,34 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--threads", default=None, help="native workers (default: the cores)")
     bench.add_argument("--native-only", action="store_true", help="skip the reference row")
 
+    export = sub.add_parser("export", help=COMMANDS["export"], description=COMMANDS["export"])
+    _common(export)
+    _entry_args(export)
+    export.add_argument("--target", default="c", help="c (a standalone C program)")
+    export.add_argument("--mode", default="program", help="program (default); scop later")
+    export.add_argument("--realize", default="f64", help="f64 (default), f32 or bf16")
+    export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
+    export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
+
+    data = sub.add_parser("data", help=COMMANDS["data"], description=COMMANDS["data"])
+    actions = data.add_subparsers(
+        dest="data_command", metavar="<action>", parser_class=_Parser, required=True
+    )
+    pack = actions.add_parser("pack", help="a text file, one sample a line, into a .psk.d file")
+    pack.add_argument("input", metavar="FILE.txt", help="one sample a line; `-` for stdin")
+    pack.add_argument("--type", required=True, help="the sample type, e.g. `(ℝ[4], ℝ[4])`")
+    pack.add_argument("-o", dest="output", required=True, metavar="F.psk.d", help="the output")
+    pack.add_argument("--real", choices=("f64", "f32", "bf16"), default="f64", help="reals as")
+    info = actions.add_parser("info", help="the header, the leaves and the first samples")
+    info.add_argument("file", metavar="F.psk.d")
+    info.add_argument("--samples", default="3", help="samples shown (default 3)")
+    info.add_argument("--digits", default="6", help="significant digits (default 6)")
+    diff = actions.add_parser("diff", help="‖a − b‖₂ and ‖a‖₂ over every real of two files")
+    diff.add_argument("a", metavar="A.psk.d")
+    diff.add_argument("b", metavar="B.psk.d")
+
     for name, text in COMMANDS.items():
-        if name in ("check", "run", "dump", "bench"):
+        if name in ("check", "run", "dump", "bench", "export", "data"):
             continue
         other = sub.add_parser(name, help=text, description=f"{text} (not built yet)")
         other.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -243,7 +267,22 @@ def _bench(args: argparse.Namespace) -> int:
     return guard("bench", lambda: bench_command(args))
 
 
+def _export(args: argparse.Namespace) -> int:
+    from presk.export.command import export_command
+    from presk.pipeline import guard
+
+    return guard("export", lambda: export_command(args))
+
+
+def _data(args: argparse.Namespace) -> int:
+    from presk.data.command import data_command
+
+    return data_command(args)
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "data": _data,
+    "export": _export,
     "bench": _bench,
     "check": _check,
     "run": _run,

@@ -63,6 +63,15 @@ def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram
     """Load and check a program; raises CompileError (warnings included) on errors."""
     sink = Sink()
     try:
+        return _front_end(path, overrides, sink)
+    except RecursionError:
+        raise CommandError(f"{path}: the program is nested too deeply to compile") from None
+
+
+def _front_end(
+    path: str, overrides: dict[str, Fraction], sink: Sink
+) -> tuple[CheckedProgram, Sink]:
+    try:
         program = load(path, overrides, sink)
     except LoadError as error:
         raise CommandError(str(error)) from None
@@ -85,6 +94,9 @@ def _guard(command: str, body: Callable[[], int]) -> int:
         return body()
     except CommandError as error:
         sys.stderr.write(f"presk {command}: {error}\n")
+        return 1
+    except RecursionError:
+        sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
         return 1
 
 

@@ -53,13 +53,21 @@ def _chdir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
-def run_presk(*args: str, cwd: Path | str = REPO_ROOT) -> tuple[int, str, str]:
-    """Run `presk ARGS…` in process; returns (exit code, stdout, stderr)."""
+def run_presk(*args: str, cwd: Path | str = REPO_ROOT, debug: bool = False) -> tuple[int, str, str]:
+    """Run `presk ARGS…` in process; returns (exit code, stdout, stderr).
+
+    With `debug`, PRESK_DEBUG=1 is set for the call, so an unexpected exception inside
+    presk propagates to the caller instead of becoming a one-line "internal error".
+    """
     from presk.cli import main
 
     out, err = _Capture(), _Capture()
-    old_env = os.environ.get("NO_COLOR")
+    old_env = {name: os.environ.get(name) for name in ("NO_COLOR", "PRESK_DEBUG")}
     os.environ["NO_COLOR"] = "1"
+    if debug:
+        os.environ["PRESK_DEBUG"] = "1"
+    else:
+        os.environ.pop("PRESK_DEBUG", None)
     try:
         with (
             _chdir(Path(cwd)),
@@ -71,10 +79,11 @@ def run_presk(*args: str, cwd: Path | str = REPO_ROOT) -> tuple[int, str, str]:
             except SystemExit as exit_:
                 code = _exit_code(exit_.code)
     finally:
-        if old_env is None:
-            os.environ.pop("NO_COLOR", None)
-        else:
-            os.environ["NO_COLOR"] = old_env
+        for name, value in old_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return code, out.getvalue(), err.getvalue()
 
 

@@ -127,6 +127,7 @@ def test_unreadable_file(bad_files: dict[str, Path], kind: str, argv: tuple[str,
     assert out == ""
     assert one_line(err), err
     assert "Traceback" not in err
+    assert "internal error" not in err
     assert err.startswith(f"presk {argv[0]}: {path}: ")
 
 
@@ -273,3 +274,23 @@ def test_console_script() -> None:
         [str(script), "--version"], capture_output=True, text=True, env=_env(), timeout=60
     )
     assert (result.returncode, result.stdout) == (0, f"presk {__version__}\n")
+
+
+# --- unexpected exceptions -------------------------------------------------------------------
+
+
+def test_unexpected_exception_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug inside presk prints one line (no traceback) unless PRESK_DEBUG is set."""
+    from presk import pipeline
+
+    def boom(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(pipeline, "check", boom)
+    code, out, err = run_presk("check", "tutorial/01_linear.psk")
+    assert code == 1
+    assert out == ""
+    assert one_line(err), err
+    assert "internal error" in err and "RuntimeError: boom" in err
+    with pytest.raises(RuntimeError, match="boom"):
+        run_presk("check", "tutorial/01_linear.psk", debug=True)

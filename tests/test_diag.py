@@ -39,6 +39,7 @@ def test_diagnostic(name: str, update_golden: bool) -> None:
     code, out, err = run_presk("check", f"tests/diag/{name}")
     assert out == "", "`presk check` without --summary prints nothing on stdout"
     assert "Traceback" not in err
+    assert "internal error" not in err
     expected_code = name[:5]
     # The case's own code must be among those reported; warnings alone exit 0.
     assert f"[{expected_code}] " in err, f"{name} does not report {expected_code}"

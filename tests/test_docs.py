@@ -92,13 +92,7 @@ def test_the_page_has_examples() -> None:
 
 # Examples where the page and presk disagree at the time of writing: (section, file) with
 # what differs. The page or the implementation must change; until then these are xfail.
-DOC_DRIFT: dict[tuple[str, str], str] = {
-    ("E2002", "wrong_axis_name.psk"): "presk now points at the argument `y` (5:9), the page at "
-    "the call (5:3)",
-    ("E2006", "ramp.psk"): "presk reports this as E2017 with another label",
-    ("E2014", "loop.psk"): "presk's E2014 message and label changed",
-    ("E2014", "even_odd.psk"): "presk's E2014 message and label changed",
-}
+DOC_DRIFT: dict[tuple[str, str], str] = {}
 
 
 def _param(example: Example) -> object:

@@ -2,8 +2,10 @@
 
 Random strings of the language's tokens and of arbitrary Unicode, and random mutations
 of the tutorial programs, the diagnostic cases and the examples (tokens or characters
-deleted, duplicated, swapped or inserted), go through `presk check` (and a few other front-end commands) in process. Every outcome
-must be an exit code 0, 1 or 2 with no exception escaping and no traceback; a program
+deleted, duplicated, swapped or inserted), go through `presk check` (and a few other
+front-end commands) in process, with PRESK_DEBUG=1 so that an unexpected exception
+escapes instead of becoming a one-line "internal error". Every outcome must be an exit
+code 0, 1 or 2 with no exception escaping, no traceback and no internal error; a program
 is either accepted or rejected with diagnostics. The lexer and parser are also driven
 directly on random token streams.
 
@@ -133,7 +135,9 @@ def run_on(
     path = workdir / folder / "fuzz_case.psk"
     path.write_text(text, encoding="utf-8")
     try:
-        code, _, err = run_presk(command[0], f"{folder}/fuzz_case.psk", *command[1:], cwd=workdir)
+        code, _, err = run_presk(
+            command[0], f"{folder}/fuzz_case.psk", *command[1:], cwd=workdir, debug=True
+        )
     except Exception as error:
         if known_crash(error, command):
             return  # reported, with its own xfail regression test below; keep hunting
@@ -142,6 +146,7 @@ def run_on(
         ) from error
     assert code in (0, 1, 2), f"exit code {code} for input {text!r}"
     assert "Traceback" not in err, f"traceback for input {text!r}:\n{err}"
+    assert "internal error" not in err, f"internal error for input {text!r}:\n{err}"
     if code == 1 and command[0] == "check":
         assert err.strip(), f"exit 1 without a message for input {text!r}"
     if code == 0 and command[0] == "check":
@@ -155,36 +160,7 @@ def run_on(
 # file with the minimal input; when a fix lands, that test passes (XPASS) and the entry here
 # should be removed so the fuzzers guard the fix.
 
-KNOWN_CRASHES: list[tuple[str, type[BaseException], set[tuple[str, str]], str | None]] = [
-    # test_known_recursive_alias, test_known_module_containing_itself
-    (
-        "recursive alias or module",
-        RecursionError,
-        {("scope.py", "_alias"), ("scope.py", "member_type"), ("scope.py", "param_leaves")},
-        None,
-    ),
-    # test_known_deep_nesting
-    (
-        "deep nesting",
-        RecursionError,
-        {
-            ("parser.py", "parse_unary"),
-            ("parser.py", "parse_atom"),
-            ("parser.py", "parse_expr"),
-            ("parser.py", "parse_type"),
-        },
-        None,
-    ),
-    # test_known_zero_to_negative_power
-    ("0 ^ -n in a constant", ZeroDivisionError, {("program.py", "_lin_binary")}, None),
-    # test_known_elab_dump_of_unchecked_declaration
-    (
-        "elab dump of an unchecked declaration",
-        Exception,
-        {("elab_dump.py", "elab_dump"), ("elab_dump.py", "_alias_text")},
-        "elab",
-    ),
-]
+KNOWN_CRASHES: list[tuple[str, type[BaseException], set[tuple[str, str]], str | None]] = []
 
 
 def known_crash(error: BaseException, command: tuple[str, ...]) -> bool:
@@ -360,24 +336,25 @@ def test_parse_expression_direct(text: str) -> None:
         render(diag)
 
 
-# --- crashes found by fuzzing and by hand (xfail until fixed in presk/) ----------------------
+# --- crashes found by fuzzing and by hand, since fixed: regression tests ----------------------
 
 
 def _crashes(workdir: Path, text: str, *command: str) -> None:
     """Assert that `presk COMMAND` on `text` does not crash (exit 0/1/2, no traceback)."""
     path = workdir / "tutorial" / "known_case.psk"
     path.write_text(text, encoding="utf-8")
-    code, _, err = run_presk(command[0], "tutorial/known_case.psk", *command[1:], cwd=workdir)
+    code, _, err = run_presk(
+        command[0], "tutorial/known_case.psk", *command[1:], cwd=workdir, debug=True
+    )
     assert code in (0, 1, 2)
     assert "Traceback" not in err
+    assert "internal error" not in err
 
 
-@pytest.mark.xfail(strict=False, reason="presk bug: `type A = A` recurses (RecursionError)")
 def test_known_recursive_alias(workdir: Path) -> None:
     _crashes(workdir, "type A = A\nfn f(x : A) -> ℝ[] =\n  mean(x)\n", "check")
 
 
-@pytest.mark.xfail(strict=False, reason="presk bug: a module that uses itself: elab dump recurses")
 def test_known_module_containing_itself(workdir: Path) -> None:
     text = "module M {\n  use s : M\n}\n"
     _crashes(workdir, text, "dump", "--stage", "elab")
@@ -385,22 +362,15 @@ def test_known_module_containing_itself(workdir: Path) -> None:
     assert code == 1, "a module containing itself has an infinite parameter tree"
 
 
-@pytest.mark.xfail(strict=False, reason="presk bug: RecursionError on deeply nested expressions")
 @pytest.mark.parametrize("nest", ["(" * 3000 + "1" + ")" * 3000, "- " * 3000 + "1"])
 def test_known_deep_nesting(workdir: Path, nest: str) -> None:
     _crashes(workdir, f"const N : nat = {nest}\n", "check")
 
 
-@pytest.mark.xfail(strict=False, reason="presk bug: `0^-1` in a constant raises ZeroDivisionError")
 def test_known_zero_to_negative_power(workdir: Path) -> None:
     _crashes(workdir, "const N : nat = 0^-1\n", "check")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="presk bug: declarations no function reaches are never checked: `check` accepts "
-    "them and `dump --stage elab` raises ConstError",
-)
 @pytest.mark.parametrize(
     "text",
     [

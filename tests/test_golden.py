@@ -67,6 +67,7 @@ def test_golden(name: str, update_golden: bool) -> None:
         pytest.skip(f"{argv[1]} is not written yet")
     code, out, err = run_presk(*argv)
     assert "Traceback" not in err
+    assert "internal error" not in err
     assert code in (0, 1)
     compare_golden(GOLDEN / f"{name}.out", golden_text(code, out, err), update_golden)
 

@@ -163,6 +163,9 @@ class _Loader:
             match decl:
                 case ast.Import(path, alias):
                     target = os.path.normpath(os.path.join(os.path.dirname(env.path), path.value))
+                    if alias.name in env.imports:
+                        self.declare(env, alias, env.imports)
+                        continue
                     imported = self.load_file(target, decl)
                     env.import_decls.append(decl)
                     if imported is not None:
@@ -272,6 +275,10 @@ class _Loader:
         self.error("E1004", f"static assertion fails: {text}", decl.span, label)
 
 
+def _bits(value: Fraction) -> int:
+    return max(value.numerator.bit_length(), value.denominator.bit_length(), 1)
+
+
 def _show(value: Fraction) -> str:
     return (
         str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
@@ -370,7 +377,17 @@ def _lin_binary(op: ast.BinOp, a: Lin, b: Lin, expr: ast.Binary) -> Lin:
                 )
             case ast.BinOp.POW:
                 if a.is_const and b.is_const and b.const.denominator == 1:
-                    return Lin.const_(a.const ** int(b.const))
+                    exponent = int(b.const)
+                    if a.const == 0 and exponent < 0:
+                        raise ConstError(
+                            "E1007", "zero to a negative power", expr.span, "division by zero"
+                        )
+                    # An exact power this large is not a size or a constant anyone means.
+                    if abs(exponent) > 4096 or abs(exponent) * _bits(a.const) > 1 << 16:
+                        raise ConstError(
+                            "E1007", "exponent too large", expr.span, "keep constants reasonable"
+                        )
+                    return Lin.const_(a.const**exponent)
                 raise ConstError(
                     "E1007", "`^` needs constant operands here", expr.span, "not constant"
                 )

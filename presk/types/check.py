@@ -154,6 +154,13 @@ class Checker:
 
     def run(self) -> CheckedProgram:
         for file in self.program.files:
+            # Aliases are resolved once here, used or not, so a broken one is reported.
+            for alias in file.aliases.values():
+                try:
+                    resolve(TypeScope(file), alias.type)
+                except ConstError as error:
+                    self.report(error.code, error.message, error.span, error.label)
+        for file in self.program.files:
             for decl in file.tree.decls:
                 match decl:
                     case ast.Module():
@@ -161,6 +168,8 @@ class Checker:
                         if module is None or module.decl is not decl:
                             continue
                         self.note_module_instances(module)
+                        if _module_cycle(module, []) is not None:
+                            continue
                         for fn in decl.fns:
                             info = self.fn_info(file, module, fn)
                             self.order.append(info)
@@ -239,10 +248,29 @@ class Checker:
         return self._prefixes[id(file)]
 
     def note_module_instances(self, module: ModuleInfo) -> None:
-        """Record the instances a module's `use`s name (for `dump --stage elab`)."""
+        """Check a module's declarations; record the instances its `use`s name.
+
+        Every parameter type and `use` is resolved here, whether or not a
+        function reaches it, and a module that contains itself is refused.
+        """
         from presk.types.scope import resolve_module
 
         scope = TypeScope(module.file, {d: Lin.var(d) for d in module.dims})
+        for param in module.decl.params:
+            try:
+                resolve(scope, param.type)
+            except ConstError as error:
+                self.report(error.code, error.message, error.span, error.label)
+        cycle = _module_cycle(module, [])
+        if cycle is not None:
+            use = cycle
+            self.report(
+                "E1011",
+                f"module `{module.name}` contains itself",
+                use.span,
+                "this `use` leads back to the module",
+            )
+            return
         for use in module.decl.uses:
             target = use.target.inner if isinstance(use.target, ast.StackType) else use.target
             try:
@@ -1089,6 +1117,14 @@ class Checker:
             wrt = func.node.params[-1].name
         elif isinstance(func, FnRef):
             info = self.fn_info(func.file, None, func.decl)
+            if info.state == "checking":
+                raise self.fail(
+                    "E2014",
+                    f"`{info.name}` is differentiated while it is being checked: "
+                    "recursion is not supported",
+                    g.span,
+                    "this `grad` closes a cycle",
+                )
             self.check_fn(info)
             if info.state != "done":
                 raise Abort()
@@ -1167,6 +1203,20 @@ def _count(n: int) -> str:
 
 def _source_text(node: ast.Expr) -> str:
     return node.span.source.text[node.span.start : node.span.end]
+
+
+def _module_cycle(module: ModuleInfo, path: list[ModuleInfo]) -> ast.UseDecl | None:
+    """The first `use` of `module` through which it contains itself, if any."""
+    for use in module.decl.uses:
+        target = use.target.inner if isinstance(use.target, ast.StackType) else use.target
+        sub = find_module(module.file, target.path)
+        if sub is None:
+            continue
+        if sub is module or any(m is sub for m in path):
+            return use
+        if _module_cycle(sub, [*path, module]) is not None:
+            return use
+    return None
 
 
 def _differentiable(ty: Type) -> bool:

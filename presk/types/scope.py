@@ -9,7 +9,8 @@ sub-modules under their `use` name, stacks with a leading layer axis.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from presk.diagnostics import Span
@@ -101,12 +102,34 @@ def resolve(scope: TypeScope, syn: ast.TypeSyn) -> Type:
                     return KeyT()
                 if name in scope.file.aliases:
                     # The function's own scope, so that the dims it names are its dims.
-                    return resolve(scope, scope.file.aliases[name].type)
+                    with _expanding(scope.file.aliases[name], syn.span):
+                        return resolve(scope, scope.file.aliases[name].type)
             if len(path) == 2 and args is None and path[0].name in scope.file.imports:
                 other = scope.file.imports[path[0].name]
                 if path[1].name in other.aliases:
-                    return _alias(other, other.aliases[path[1].name])
+                    with _expanding(other.aliases[path[1].name], syn.span):
+                        return _alias(other, other.aliases[path[1].name])
             return ModuleT(resolve_module(scope, syn))
+
+
+_EXPANDING: list[ast.TypeAlias] = []
+
+
+@contextmanager
+def _expanding(alias: ast.TypeAlias, span: Span) -> Iterator[None]:
+    """Guard an alias's expansion against an alias that refers to itself."""
+    if any(a is alias for a in _EXPANDING):
+        raise ConstError(
+            "E2018",
+            f"type alias `{alias.name.name}` refers to itself",
+            span,
+            "this expands the alias being defined",
+        )
+    _EXPANDING.append(alias)
+    try:
+        yield
+    finally:
+        _EXPANDING.pop()
 
 
 def _alias(file: FileEnv, alias: ast.TypeAlias) -> Type:
@@ -132,7 +155,15 @@ def _axes(scope: TypeScope, items: tuple[ast.AxisItem, ...]) -> tuple[bool, tupl
                         name.span,
                         "axis names must be distinct",
                     )
-                axes.append(Axis(name.name if name else None, _size(scope, size)))
+                value = _size(scope, size)
+                if value.is_const and (value.const.denominator != 1 or value.const < 0):
+                    raise ConstError(
+                        "E2019",
+                        f"an axis of {value.const} elements",
+                        size.span,
+                        "an axis size is a natural number",
+                    )
+                axes.append(Axis(name.name if name else None, value))
     return open_, tuple(axes)
 
 

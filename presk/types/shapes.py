@@ -219,7 +219,7 @@ class Unifier:
             raise ShapeError(
                 "E2017",
                 f"cannot infer dimension `{unbound[0]}` from the arguments",
-                "no argument fixes it to a whole number for every size",
+                "the arguments' types do not determine it as a whole number",
             )
         return subst_lin(p, {k: v for k, v in self.env.items()})
 

@@ -145,6 +145,11 @@ def test_divisibility_with_symbols() -> None:
             False, {"B": 1}
         )
         assert decide(Divides(0, b), ["B"], search_limit=limit) == Result(False, {"B": 1})
+        # The residue of 2*B + 1 mod 5 repeats with period 5 in B, not 5 // 2.
+        odd = Not(Divides(5, 2 * b + 1))
+        assert decide(odd, ["B"], search_limit=limit) == Result(False, {"B": 2})
+        big = Or((Cmp("<", b, C(30)), Not(ModEq(3 * b, 7, 2))))
+        assert decide(big, ["B"], search_limit=limit) == Result(False, {"B": 31})
 
 
 def test_bounds() -> None:
