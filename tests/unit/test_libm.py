@@ -79,8 +79,14 @@ def ulp_error_mpmath(name: str, x: float, y: float) -> float:
         if math.isnan(ex):
             return 0.0 if math.isnan(y) else math.inf
         return 0.0 if y == ex else math.inf
-    fn = {"exp": mpmath.exp, "log": mpmath.log, "tanh": mpmath.tanh, "sin": mpmath.sin,
-          "cos": mpmath.cos, "erf": mpmath.erf}[C.base(name)]
+    fn = {
+        "exp": mpmath.exp,
+        "log": mpmath.log,
+        "tanh": mpmath.tanh,
+        "sin": mpmath.sin,
+        "cos": mpmath.cos,
+        "erf": mpmath.erf,
+    }[C.base(name)]
     with mpmath.workprec(200):
         v = fn(mpmath.mpf(x))
         if math.isnan(y):
@@ -101,25 +107,30 @@ def ulp_error_mpmath(name: str, x: float, y: float) -> float:
 def test_within_one_ulp_of_mpmath(name: str, lib: Any, inputs: dict[str, np.ndarray]) -> None:
     x = inputs[name]
     y = lib(name, x)
-    err = np.array([ulp_error_mpmath(name, float(a), float(b)) for a, b in zip(x, y)])
+    err = np.array([ulp_error_mpmath(name, float(a), float(b)) for a, b in zip(x, y, strict=True)])
     i = int(np.argmax(err))
-    summary = (f"presk_{name}: max error {err[i]:.4f} ulp at x = {float(x[i])!r} "
-               f"(presk {float(y[i])!r}) over {x.size} inputs; "
-               f"{int(np.count_nonzero(err > 0.5))} above 0.5 ulp")
+    summary = (
+        f"presk_{name}: max error {err[i]:.4f} ulp at x = {float(x[i])!r} "
+        f"(presk {float(y[i])!r}) over {x.size} inputs; "
+        f"{int(np.count_nonzero(err > 0.5))} above 0.5 ulp"
+    )
     print(summary)
     assert err[i] <= MAX_ULP, summary
 
 
-def test_same_bits_with_march_native(build_dir: Path, lib: Any,
-                                     inputs: dict[str, np.ndarray]) -> None:
+def test_same_bits_with_march_native(
+    build_dir: Path, lib: Any, inputs: dict[str, np.ndarray]
+) -> None:
     try:
-        so = C.build_library(build_dir / "native", ["-march=native"], cc=CC,
-                             name="libpresk_libm_native.so")
+        so = C.build_library(
+            build_dir / "native", ["-march=native"], cc=CC, name="libpresk_libm_native.so"
+        )
     except subprocess.CalledProcessError:
         pytest.skip(f"{CC} does not accept -march=native here")
     native = C.PreskLibm(so)
-    diffs = {f: int(np.count_nonzero(~C.same_bits(lib(f, x), native(f, x))))
-             for f, x in inputs.items()}
+    diffs = {
+        f: int(np.count_nonzero(~C.same_bits(lib(f, x), native(f, x)))) for f, x in inputs.items()
+    }
     print("results differing with -march=native:", diffs)
     assert not any(diffs.values()), diffs
 
@@ -131,24 +142,75 @@ def test_same_bits_with_march_native(build_dir: Path, lib: Any,
 INF = math.inf
 NAN = math.nan
 SPECIAL: list[tuple[str, float, float]] = [
-    ("exp", 0.0, 1.0), ("exp", -0.0, 1.0), ("exp", INF, INF), ("exp", -INF, 0.0),
-    ("exp", 709.79, INF), ("exp", -745.14, 0.0), ("exp", -745.13, 5e-324), ("exp", 1e-300, 1.0),
-    ("log", 1.0, 0.0), ("log", 0.0, -INF), ("log", -0.0, -INF), ("log", INF, INF),
-    ("log", -1.0, NAN), ("log", -INF, NAN), ("log", 5e-324, -744.4400719213812),
-    ("tanh", 0.0, 0.0), ("tanh", -0.0, -0.0), ("tanh", INF, 1.0), ("tanh", -INF, -1.0),
-    ("tanh", 30.0, 1.0), ("tanh", -5e-324, -5e-324), ("tanh", -1e-300, -1e-300),
-    ("sin", 0.0, 0.0), ("sin", -0.0, -0.0), ("sin", -5e-324, -5e-324), ("sin", INF, NAN),
-    ("sin", -INF, NAN), ("cos", -0.0, 1.0), ("cos", INF, NAN), ("cos", 1e-300, 1.0),
-    ("erf", 0.0, 0.0), ("erf", -0.0, -0.0), ("erf", INF, 1.0), ("erf", -INF, -1.0),
-    ("erf", 7.0, 1.0), ("erf", -5e-324, -5e-324), ("erf", -1e-300, -1.1283791670955126e-300),
-    ("expf", 0.0, 1.0), ("expf", INF, INF), ("expf", -INF, 0.0), ("expf", 89.0, INF),
-    ("expf", -104.0, 0.0), ("logf", 1.0, 0.0), ("logf", 0.0, -INF), ("logf", -0.0, -INF),
-    ("logf", -1.0, NAN), ("logf", INF, INF), ("tanhf", -0.0, -0.0), ("tanhf", INF, 1.0),
-    ("tanhf", -INF, -1.0), ("sinf", -0.0, -0.0), ("sinf", INF, NAN), ("cosf", -0.0, 1.0),
-    ("cosf", -INF, NAN), ("erff", -0.0, -0.0), ("erff", INF, 1.0), ("erff", -INF, -1.0),
-    ("expf", NAN, NAN), ("logf", NAN, NAN), ("tanhf", NAN, NAN), ("sinf", NAN, NAN),
-    ("cosf", NAN, NAN), ("erff", NAN, NAN), ("exp", NAN, NAN), ("log", NAN, NAN),
-    ("tanh", NAN, NAN), ("sin", NAN, NAN), ("cos", NAN, NAN), ("erf", NAN, NAN),
+    ("exp", 0.0, 1.0),
+    ("exp", -0.0, 1.0),
+    ("exp", INF, INF),
+    ("exp", -INF, 0.0),
+    ("exp", 709.79, INF),
+    ("exp", -745.14, 0.0),
+    ("exp", -745.13, 5e-324),
+    ("exp", 1e-300, 1.0),
+    ("log", 1.0, 0.0),
+    ("log", 0.0, -INF),
+    ("log", -0.0, -INF),
+    ("log", INF, INF),
+    ("log", -1.0, NAN),
+    ("log", -INF, NAN),
+    ("log", 5e-324, -744.4400719213812),
+    ("tanh", 0.0, 0.0),
+    ("tanh", -0.0, -0.0),
+    ("tanh", INF, 1.0),
+    ("tanh", -INF, -1.0),
+    ("tanh", 30.0, 1.0),
+    ("tanh", -5e-324, -5e-324),
+    ("tanh", -1e-300, -1e-300),
+    ("sin", 0.0, 0.0),
+    ("sin", -0.0, -0.0),
+    ("sin", -5e-324, -5e-324),
+    ("sin", INF, NAN),
+    ("sin", -INF, NAN),
+    ("cos", -0.0, 1.0),
+    ("cos", INF, NAN),
+    ("cos", 1e-300, 1.0),
+    ("erf", 0.0, 0.0),
+    ("erf", -0.0, -0.0),
+    ("erf", INF, 1.0),
+    ("erf", -INF, -1.0),
+    ("erf", 7.0, 1.0),
+    ("erf", -5e-324, -5e-324),
+    ("erf", -1e-300, -1.1283791670955126e-300),
+    ("expf", 0.0, 1.0),
+    ("expf", INF, INF),
+    ("expf", -INF, 0.0),
+    ("expf", 89.0, INF),
+    ("expf", -104.0, 0.0),
+    ("logf", 1.0, 0.0),
+    ("logf", 0.0, -INF),
+    ("logf", -0.0, -INF),
+    ("logf", -1.0, NAN),
+    ("logf", INF, INF),
+    ("tanhf", -0.0, -0.0),
+    ("tanhf", INF, 1.0),
+    ("tanhf", -INF, -1.0),
+    ("sinf", -0.0, -0.0),
+    ("sinf", INF, NAN),
+    ("cosf", -0.0, 1.0),
+    ("cosf", -INF, NAN),
+    ("erff", -0.0, -0.0),
+    ("erff", INF, 1.0),
+    ("erff", -INF, -1.0),
+    ("expf", NAN, NAN),
+    ("logf", NAN, NAN),
+    ("tanhf", NAN, NAN),
+    ("sinf", NAN, NAN),
+    ("cosf", NAN, NAN),
+    ("erff", NAN, NAN),
+    ("exp", NAN, NAN),
+    ("log", NAN, NAN),
+    ("tanh", NAN, NAN),
+    ("sin", NAN, NAN),
+    ("cos", NAN, NAN),
+    ("erf", NAN, NAN),
 ]
 
 
@@ -194,7 +256,8 @@ def test_no_system_libm_symbols(build_dir: Path) -> None:
     out = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, check=True)
     undefined = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
     assert undefined <= {"memcpy"}, undefined
-    defined = subprocess.run([nm, "-g", "--defined-only", str(obj)], capture_output=True,
-                             text=True, check=True).stdout.split()
+    defined = subprocess.run(
+        [nm, "-g", "--defined-only", str(obj)], capture_output=True, text=True, check=True
+    ).stdout.split()
     exported = {s for s in defined if s.startswith("presk_")}
     assert exported == {f"presk_{f}" for f in C.ALL_FUNCS}, exported
