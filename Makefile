@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-reference conformance libm-check venv
+.PHONY: demo test check loc clean golden-update bench bench-reference conformance c-conformance libm-check venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 	@# PyTorch (exactly 2.13.0, a CPU build) is the oracle of the gradient tests;
 	@# without it those tests are skipped with their reason.
 	$(PY) -m pip install -q torch==2.13.0 || echo "presk: torch==2.13.0 could not be installed; the PyTorch tests will be skipped"
+	@# Clang and its OpenMP runtime: exported programs are checked with both compilers.
+	@command -v clang >/dev/null 2>&1 && [ -e /usr/lib/llvm-14/lib/libomp.so -o -n "$$(find /usr/lib -name 'libomp*.so' 2>/dev/null | head -1)" ] || \
+	  ( (apt-get update -qq && apt-get install -y -qq clang libomp-dev) >/dev/null 2>&1 || \
+	    echo "presk: clang could not be installed; its C checks will be skipped" )
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -38,6 +42,9 @@ bench: $(STAMP)
 
 conformance: $(STAMP)
 	$(PY) conformance/run.py
+
+c-conformance: $(STAMP)
+	$(PY) conformance/c_export.py
 
 libm-check: $(STAMP)
 	$(PY) libm/check_libm.py

@@ -1,0 +1,286 @@
+"""`presk data pack|info|diff`: make and inspect `.psk.d` files from the command line.
+
+* `pack --type T FILE.txt -o F.psk.d [--real f64|f32|bf16]`: one sample a line, the
+  numbers of the sample's leaves in storage order, whitespace-separated; blank lines and
+  lines starting with `#` are skipped. Reals are decimal (rounded to f64, then to the
+  stored type), indices integers in [0, bound), booleans `true`/`false`/`1`/`0`. `FILE.txt`
+  may be `-` for standard input.
+* `info F [--samples N] [--digits D]`: the header, each leaf, and the first N samples
+  (abbreviated: at most 8 items per bracket).
+* `diff A B`: ‖a − b‖₂, ‖a‖₂ and their ratio over every real of the two files, which must
+  agree in type, count, leaf paths and shapes (their real dtypes may differ: comparing an
+  f32 file with its f64 reference is the point).
+
+Exit codes, as everywhere in presk: 0 success; 1 a problem with a file (missing, corrupt,
+a malformed line), always one line `presk data: …` on stderr; 2 a usage error (a bad
+`--type`, a bad flag value), raised as `cli.UsageError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from presk.data.format import (
+    VERSION,
+    DataError,
+    DataFile,
+    Leaf,
+    TypeTextError,
+    as_f64,
+    leaf_layout,
+    leaf_types,
+    leaf_values,
+    parse_sample_type,
+    read,
+    reals_as,
+    tensor_types,
+    write,
+)
+from presk.elab.ty import Elem, lin_int
+from presk.interp.tensor import Kind, Tensor, format_axes, format_number
+
+__all__ = ["data_command"]
+
+ITEMS_SHOWN = 8
+"""`info` shows at most this many items per bracket, then `...`."""
+
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+# What `float` accepts minus its extras (underscores, surrounding space): a decimal with
+# an optional exponent, or inf / infinity / nan with a sign.
+_REAL = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)\Z", re.I)
+
+
+class _Failure(Exception):
+    """A problem with the user's files: one line, exit 1."""
+
+
+def data_command(args: argparse.Namespace) -> int:
+    """The body of `presk data`; returns the exit code."""
+    from presk.cli import UsageError
+
+    actions = {"pack": _pack, "info": _info, "diff": _diff}
+    action = actions.get(getattr(args, "data_command", None) or "")
+    if action is None:
+        raise UsageError("expected an action: pack, info or diff")
+    try:
+        return action(args)
+    except DataError as error:
+        return _fail(error.message)
+    except _Failure as error:
+        return _fail(str(error))
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"presk data: {message}\n")
+    return 1
+
+
+# -- pack ---------------------------------------------------------------------------------
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from presk.cli import UsageError
+
+    try:
+        ty = parse_sample_type(args.type)
+    except TypeTextError as error:
+        raise UsageError(f"--type {error}") from None
+    leaves = leaf_layout(ty, args.real)
+    kinds = [t for _, t in tensor_types(ty)]
+    text = _read_text(args.input)
+    columns: list[list[Any]] = [[] for _ in leaves]
+    widths = [leaf.elements for leaf in leaves]
+    total = sum(widths)
+    count = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        tokens = line.split()
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        if len(tokens) != total:
+            raise _Failure(f"{args.input}:{number}: expected {total} numbers, found {len(tokens)}")
+        start = 0
+        for column, leaf, ty_leaf, width in zip(columns, leaves, kinds, widths, strict=True):
+            for token in tokens[start : start + width]:
+                column.append(_number(token, ty_leaf.elem, ty_leaf.bound, leaf, args.input, number))
+            start += width
+        count += 1
+    arrays: list[npt.NDArray[Any]] = []
+    for column, leaf in zip(columns, leaves, strict=True):
+        shape = (count, *leaf.shape)
+        if leaf.dtype == "i64":
+            arrays.append(np.array(column, dtype=np.int64).reshape(shape))
+        else:
+            arrays.append(reals_as(np.array(column, dtype=np.float64).reshape(shape), leaf.dtype))
+    data = DataFile(str(ty), count, leaves, arrays)
+    write(args.output, data)
+    sys.stdout.write(
+        f"presk data: wrote {args.output}: {count} samples of {data.type}, "
+        f"{data.sample_bytes} bytes each\n"
+    )
+    return 0
+
+
+def _read_text(path: str) -> str:
+    """The whole input as text; `-` is standard input."""
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as error:
+        raise _Failure(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise _Failure(f"{path}: not UTF-8 text (byte {error.start})") from None
+
+
+def _number(token: str, elem: Elem, bound: Any, leaf: Leaf, path: str, line: int) -> Any:
+    """One token of a line as the element of `leaf`: a float, or an int (idx, bool)."""
+    where = f"{path}:{line}: leaf `{leaf.path or '(root)'}`"
+    if elem == Elem.REAL:
+        if not _REAL.match(token):
+            raise _Failure(f"{where}: `{token}` is not a real number")
+        return float(token)  # correctly rounded to f64
+    if elem == Elem.BOOL:
+        value = {"true": 1, "false": 0, "1": 1, "0": 0}.get(token)
+        if value is None:
+            raise _Failure(f"{where}: `{token}` is not a boolean (true, false, 1, 0)")
+        return value
+    top = lin_int(bound)
+    if not _INT.match(token):
+        raise _Failure(f"{where}: `{token}` is not an integer")
+    value = int(token)
+    if top is None or not 0 <= value < top:
+        raise _Failure(f"{where}: {value} is out of range for idx[{top}]")
+    return value
+
+
+# -- info ---------------------------------------------------------------------------------
+
+
+def _info(args: argparse.Namespace) -> int:
+    from presk.cli import UsageError
+
+    shown = _natural(args.samples, "--samples", UsageError)
+    digits = _natural(args.digits, "--digits", UsageError)
+    if digits == 0:
+        raise UsageError("--digits 0: expected at least 1")
+    data = read(args.file)
+    out = [
+        f"file     {args.file}",
+        f"version  {VERSION}",
+        f"type     {data.type}",
+        f"count    {data.count}",
+        f"sample   {data.sample_bytes} bytes",
+        f"leaves   {len(data.leaves)}",
+    ]
+    width = max((len(leaf.path or "(root)") for leaf in data.leaves), default=0)
+    for leaf in data.leaves:
+        shape = "[" + ", ".join(str(d) for d in leaf.shape) + "]"
+        out.append(f"  {leaf.path or '(root)':<{width}}  {leaf.dtype:<4}  {shape}")
+    try:
+        types = leaf_types(data)
+    except ValueError as error:
+        out.append(f"note     the leaves do not match the type: {error}")
+        types = {}
+    for index in range(min(shown, data.count)):
+        leaves = leaf_values(data, index, types)
+        if len(leaves) == 1 and not leaves[0][0]:
+            out.append(f"sample {index} = {_abbrev(leaves[0][1], digits)}")
+            continue
+        out.append(f"sample {index}")
+        out.extend(f"  {path} = {_abbrev(tensor, digits)}" for path, tensor in leaves)
+    if data.count > shown:
+        out.append(f"... {data.count - shown} more samples")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def _natural(text: str, flag: str, error: type[Exception]) -> int:
+    if not _INT.match(text) or int(text) < 0:
+        raise error(f"{flag} {text}: expected a natural number")
+    return int(text)
+
+
+def _abbrev(t: Tensor, digits: int) -> str:
+    """A tensor as `presk run` prints it (`[model: 4] [1.5, 2, ...]`), but with at most
+    ITEMS_SHOWN items per bracket: a sample of a large tensor stays one readable line."""
+
+    def element(v: Any) -> str:
+        if t.kind is Kind.REAL:
+            return format_number(v, digits)
+        if t.kind is Kind.BOOL:
+            return "true" if v else "false"
+        return str(int(v))
+
+    def nest(arr: npt.NDArray[Any]) -> str:
+        items = [element(v) if arr.ndim == 1 else nest(v) for v in arr[:ITEMS_SHOWN]]
+        if len(arr) > ITEMS_SHOWN:
+            items.append("...")
+        return "[" + ", ".join(items) + "]"
+
+    if not t.axes:
+        return element(t.data[()])
+    return format_axes(t.axes) + " " + nest(t.data)
+
+
+# -- diff ---------------------------------------------------------------------------------
+
+
+def _diff(args: argparse.Namespace) -> int:
+    a, b = read(args.a), read(args.b)
+    where = f"{args.a} and {args.b}"
+    if a.type != b.type:
+        raise _Failure(f"{where} differ in type: `{a.type}` and `{b.type}`")
+    if a.count != b.count:
+        raise _Failure(f"{where} differ in count: {a.count} and {b.count} samples")
+    if len(a.leaves) != len(b.leaves):
+        raise _Failure(f"{where} differ in leaves: {len(a.leaves)} and {len(b.leaves)}")
+    for x, y in zip(a.leaves, b.leaves, strict=True):
+        if (x.path, x.shape, x.dtype == "i64") != (y.path, y.shape, y.dtype == "i64"):
+            raise _Failure(f"{where} differ in a leaf: {x.describe()} and {y.describe()}")
+    reals_a, reals_b, ints_a, ints_b = [], [], [], []
+    for leaf_a, leaf_b, arr_a, arr_b in zip(a.leaves, b.leaves, a.arrays, b.arrays, strict=True):
+        if leaf_a.dtype == "i64":
+            ints_a.append(arr_a.reshape(-1))
+            ints_b.append(arr_b.reshape(-1))
+        else:
+            reals_a.append(as_f64(arr_a, leaf_a.dtype).reshape(-1))
+            reals_b.append(as_f64(arr_b, leaf_b.dtype).reshape(-1))
+    va = np.concatenate(reals_a) if reals_a else np.zeros(0)
+    vb = np.concatenate(reals_b) if reals_b else np.zeros(0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        delta = _norm(va - vb)
+    size = _norm(va)
+    if size == 0:
+        relative = 0.0 if delta == 0 else math.inf
+    else:
+        relative = delta / size
+    line = (
+        f"presk data: ‖a − b‖₂ = {delta:.6g}, ‖a‖₂ = {size:.6g}, "
+        f"relative {relative:.6g} over {va.size} reals"
+    )
+    if ints_a:
+        ia, ib = np.concatenate(ints_a), np.concatenate(ints_b)
+        line += f"; {int(np.count_nonzero(ia != ib))} of {ia.size} integers differ"
+    sys.stdout.write(line + "\n")
+    return 0
+
+
+def _norm(v: npt.NDArray[np.float64]) -> float:
+    """The Euclidean norm, scaled by the largest magnitude so that no square overflows or
+    underflows, summed with fsum so that the order of the elements does not matter."""
+    if v.size == 0:
+        return 0.0
+    if not np.all(np.isfinite(v)):
+        return float("nan") if np.any(np.isnan(v)) else math.inf
+    scale = float(np.max(np.abs(v)))
+    if scale == 0:
+        return 0.0
+    return scale * math.sqrt(math.fsum((v / scale) ** 2))
