@@ -1,0 +1,119 @@
+"""Layout changes change no bit: lanes and tiles, threads, -march=native, gcc and clang.
+
+Every output element of a contraction adds its terms in increasing k, one
+element per thread and per lane, and no flag lets the compiler contract or
+reassociate: the same entry must give the same bits in every form.
+"""
+
+from __future__ import annotations
+
+import shutil
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+import pytest
+
+import presk.kernel.lower as lower
+from presk.ad.reverse import differentiate
+from presk.backends.native import prepare
+from presk.build import compile as build
+from presk.elab.presburger import Lin
+from presk.elab.ty import Params, subst
+from presk.interp.synth import synthesize
+from presk.pipeline import front_end
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+GEMM = "dim N\ndim M\nfn gemm(a : ℝ[N, M], b : ℝ[M, N]) -> ℝ[N, N] = a · b\n"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _setup(path: str, entry: str, dims: dict[str, int], consts: dict[str, int] | None = None):
+    checked, _ = front_end(path, {k: Fraction(v) for k, v in (consts or {}).items()})
+    info = checked.find(entry)
+    assert info is not None
+    module = differentiate(checked.core)
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    with gmpy2.context(precision=53):
+        inputs = [
+            synthesize(subst(t, env), n, "theta" if isinstance(t, Params) else f"input/{n}",
+                       dims, None, 0, d)
+            for n, t, d in info.params
+        ]
+    return module, info.name, inputs
+
+
+def _bits(module, name, dims, inputs, dtype, threads=1) -> list[bytes]:
+    p = prepare(module, name, dims, inputs, dtype, "bits", threads)
+    bound = p.bind(inputs)
+    assert bound.invoke() == 0
+    return [a.tobytes() for a in bound.outputs]
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+@pytest.mark.parametrize("n, m", [(32, 20), (16, 7), (8, 8)])
+def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n, m) -> None:
+    src = tmp_path / "gemm.psk"
+    src.write_text(GEMM)
+    dims = {"N": n, "M": m}
+    module, name, inputs = _setup(str(src), "gemm", dims)
+    tiled = _bits(module, name, dims, inputs, dtype)
+    monkeypatch.setattr(lower, "TILES", False)
+    assert _bits(module, name, dims, inputs, dtype) == tiled
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+def test_threads_give_the_same_bits(tmp_path, dtype) -> None:
+    src = tmp_path / "gemm.psk"
+    src.write_text(GEMM + "fn mix(x : ℝ[N, M]) -> ℝ[N, M] = exp(x) * 2 + x\n")
+    dims = {"N": 256, "M": 128}
+    for entry in ("gemm", "mix"):
+        module, name, inputs = _setup(str(src), entry, dims)
+        one = _bits(module, name, dims, inputs, dtype, threads=1)
+        two = _bits(module, name, dims, inputs, dtype, threads=2)
+        assert one == two, entry
+
+
+def test_example_entries_same_bits_on_one_and_two_threads() -> None:
+    mini = {"V": 64, "D": 16, "H": 2, "L": 2}
+    module, name, inputs = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
+    dims = {"B": 2, "T": 8}
+    assert _bits(module, name, dims, inputs, "f32", 1) == _bits(module, name, dims, inputs, "f32", 2)
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_march_native_and_compilers_change_no_bit(monkeypatch, cc) -> None:
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed")
+    mini = {"V": 64, "D": 16, "H": 2, "L": 2}
+    dims = {"B": 2, "T": 8}
+    module, name, inputs = _setup("tests/ad/minigpt_grad.psk", "loss_grad", dims, mini)
+    monkeypatch.setenv("PRESK_CC", "gcc")
+    reference = _bits(module, name, dims, inputs, "f32")
+    monkeypatch.setenv("PRESK_CC", cc)
+    original = build.build
+
+    def without_native(text: str, *, openmp: bool = False, march_native: bool = True):
+        return original(text, openmp=openmp, march_native=False)
+
+    assert _bits(module, name, dims, inputs, "f32") == reference
+    monkeypatch.setattr("presk.backends.native.build", without_native)
+    assert _bits(module, name, dims, inputs, "f32") == reference
+
+
+def test_native_matches_reference_digits_for_attention() -> None:
+    module, name, inputs = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
+    p = prepare(module, name, {"B": 1, "T": 3}, inputs, "f64", "attend")
+    native = p.call(inputs)
+    from presk.interp.reference import Interpreter
+
+    with gmpy2.context(precision=256):
+        exact = Interpreter(module).call(name, {"B": 1, "T": 3}, inputs)
+    got = np.array([float(x) for x in native.data.reshape(-1)])
+    want = np.array([float(x) for x in exact.data.reshape(-1)])
+    assert np.all(np.abs(got - want) <= 2**-40 * (np.abs(want) + 2**-50))
