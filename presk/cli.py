@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="interp (the exact reference, default) or native (compiled C)",
     )
     run.add_argument(
+        "--data",
+        default=None,
+        metavar="F.psk.d",
+        help="fill the entry's last argument from a data file instead of synthesizing it",
+    )
+    run.add_argument(
         "--threads",
         default=None,
         help="native workers (default: PRESK_THREADS, else the machine's cores; 1: no split)",

@@ -84,6 +84,16 @@ def _front_end(
     return checked, sink
 
 
+def _data_file_type(path: str) -> str | None:
+    """The sample type a `.psk.d` file holds, for the training summary."""
+    from presk.data.format import DataError, read
+
+    try:
+        return read(path).type
+    except (DataError, OSError):
+        return None
+
+
 def guard(command: str, body: Callable[[], int]) -> int:
     """Run a command's body; a CommandError is one line and exit 1."""
     return _guard(command, body)
@@ -109,7 +119,7 @@ def check(args: argparse.Namespace) -> int:
         checked, sink = front_end(args.file, const_overrides(args.const))
         print_diagnostics(sink.diagnostics, sys.stderr)
         if args.summary:
-            sys.stdout.write(summary(checked))
+            sys.stdout.write(summary(checked, _data_file_type))
         return 0
 
     return _guard("check", body)

@@ -98,3 +98,20 @@ def test_same_seed_same_digits_and_other_seed_other_digits() -> None:
 def test_remat_forms_agree() -> None:
     args = ("tutorial/04_grad.psk", "--entry", "loss_grad", "--dim", "D=3", "--dim", "B=2")
     assert run_presk("run", *args) == run_presk("run", *args, "--remat", "recompute")
+
+
+def test_data_fills_the_last_argument() -> None:
+    base = ("tutorial/07_train.psk", "--entry", "loss", "--dim", "B=8")
+    code, out, err = run_presk("run", *base, "--data", "tutorial/data/pairs.psk.d")
+    assert code == 0, err
+    synthesized = run_presk("run", *base)[1]
+    assert out.startswith("ℝ[] = ") and out != synthesized
+    # The same batch on the native backend, to its digits.
+    native = run_presk("run", *base, "--data", "tutorial/data/pairs.psk.d", "--backend", "native")
+    assert native[1] == out
+
+
+def test_data_of_the_wrong_type_is_one_line() -> None:
+    code, _, err = run_presk("run", "tutorial/02_norm.psk", "--entry", "RMSNorm{4}.apply",
+                             "--dim", "batch=2", "--data", "tutorial/data/pairs.psk.d")
+    assert code == 2 and err.count("\n") == 1 and "--data" in err

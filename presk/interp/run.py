@@ -267,6 +267,56 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
 
 
+def _from_file(path: str, ty: Type) -> Value:
+    """The entry's last argument from a `.psk.d` file.
+
+    A file of that argument's type gives its first sample; a file of samples
+    whose type is the argument's without its `batch` axis gives a batch of
+    the first samples, stacked along that axis.
+    """
+    from presk.data.format import DataError, parse_sample_type, read, to_values
+
+    try:
+        data = read(path)
+        sample_ty = parse_sample_type(data.type)
+    except (DataError, OSError, ValueError) as error:
+        raise _usage(f"--data {path}: {error}") from None
+    if str(sample_ty) == str(ty):
+        return to_values(data, 0, ty)
+    batch = _batch_size(ty)
+    if batch is None or data.count < batch:
+        raise _usage(
+            f"--data {path}: the file holds {data.count} samples of {data.type}; "
+            f"the argument is {ty}"
+        )
+    samples = [to_values(data, i, sample_ty) for i in range(batch)]
+    return _stack(samples, batch)
+
+
+def _batch_size(ty: Type) -> int | None:
+    match ty:
+        case TensorT(axes=axes):
+            for axis in axes:
+                if axis.name == "batch" and axis.size.is_const:
+                    return int(axis.size.const)
+        case TupleT(items):
+            sizes = {_batch_size(item) for item in items}
+            return sizes.pop() if len(sizes) == 1 else None
+    return None
+
+
+def _stack(samples: list[Value], batch: int) -> Value:
+    """Samples stacked along a new leading `batch` axis."""
+    import numpy as np
+
+    first = samples[0]
+    if isinstance(first, tuple):
+        return tuple(_stack([s[i] for s in samples], batch) for i in range(len(first)))  # type: ignore[index]
+    assert isinstance(first, Tensor)
+    data = np.stack([s.data for s in samples])  # type: ignore[union-attr]
+    return Tensor(first.kind, (Axis("batch", batch), *first.axes), data, first.bound)
+
+
 def default_threads() -> int:
     """`PRESK_THREADS`, else the machine's cores."""
     import os
@@ -336,6 +386,10 @@ def _evaluate(
             path = "theta" if isinstance(ty, Params) else f"input/{name}"
             value = synthesize(concrete_ty, name, path, dims, prefix, seed, default)
             inputs.append((name, ty, value))
+        if getattr(args, "data", None):
+            name, ty, _ = inputs[-1]
+            env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+            inputs[-1] = (name, ty, _from_file(args.data, subst(ty, env)))
         if args.backend == "native":
             threads = (
                 default_threads()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
 
@@ -16,7 +19,11 @@ def _regularity_line(info: FnInfo) -> str:
     return f"{info.name} : [{classes}] uses {effects}"
 
 
-def summary(checked: CheckedProgram) -> str:
+# Reads the sample type a data file holds (a later stage provides it), or None.
+FileType = Callable[[str], str | None]
+
+
+def summary(checked: CheckedProgram, file_type: FileType | None = None) -> str:
     """The summary text: per function its type and lets, then regularity and effects."""
     lines: list[str] = []
     declared = [info for info in checked.functions if not info.generated]
@@ -27,7 +34,7 @@ def summary(checked: CheckedProgram) -> str:
         lines.extend(f"    let {name} : {ty}" for name, ty in info.lets)
     lines.append("-- regularity and effects --")
     lines.extend(_regularity_line(info) for info in checked.functions if info.state == "done")
-    training = training_summary(checked)
+    training = training_summary(checked, file_type)
     if training:
         lines.append("-- training --")
         lines.extend(training)
@@ -38,7 +45,7 @@ def _text(node: ast.Expr) -> str:
     return node.span.source.text[node.span.start : node.span.end]
 
 
-def training_summary(checked: CheckedProgram) -> list[str]:
+def training_summary(checked: CheckedProgram, file_type: FileType | None = None) -> list[str]:
     """The training section: the run's model, objective, optimizer, data and dims."""
     main = checked.program.main
     lines: list[str] = []
@@ -61,7 +68,12 @@ def training_summary(checked: CheckedProgram) -> list[str]:
         pipeline = _pipeline(data.value) if data else None
         if pipeline is not None:
             path, steps, _ = pipeline
-            lines.append(f"    data    : {path} ({', '.join(steps)})")
+            holds = ""
+            if file_type is not None:
+                directory = os.path.dirname(main.path)
+                found = file_type(os.path.join(directory, path))
+                holds = f" — file holds {found}" if found else " — file not found"
+            lines.append(f"    data    : {path} ({', '.join(steps)}){holds}")
         if "epochs" in fields:
             lines.append(f"    epochs  : {_text(fields['epochs'].value)}")
         if run.checkpoint is not None:
