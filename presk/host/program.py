@@ -283,6 +283,12 @@ class Recorder:
         return inst
 
 
+def _comment(text: str) -> str:
+    """Program text made safe inside a C comment."""
+    text = text.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
 def _c_ident(name: str) -> str:
     """A program name as a C identifier: letters, digits and `_` only (sanitised)."""
     out = []
@@ -316,6 +322,7 @@ class _Body:
             self.env[param.index] = _conform(arg, param.type)
         self.prefix: Axes = self._prefix(fn, args)
         self.fused = fusion.members(fn) if rec.fuse else set()
+        self.let_name: str | None = None
 
     def _prefix(self, fn: core.Function, args: list[HValue]) -> Axes:
         for param, arg in zip(fn.params, args, strict=True):
@@ -327,7 +334,9 @@ class _Body:
 
     def alloc(self, dtype: str, axes: Axes) -> HTensor:
         """A buffer of this instance's frame."""
-        name = f"t{len(self.inst.locals)}"
+        # Buffers are named after the let they hold, when it has a name.
+        suffix = f"_{_c_ident(self.let_name)}" if self.let_name else ""
+        name = f"t{len(self.inst.locals)}{suffix}"
         size = _BYTES[dtype]
         for _, s in axes:
             size *= s
@@ -358,7 +367,14 @@ class _Body:
     def run(self) -> None:
         fn = self.fn
         for instr in fn.body:
+            self.let_name = instr.name
+            start = len(self.inst.body)
             self.env[instr.index] = _conform(self.step(instr), instr.type)
+            if len(self.inst.body) > start:
+                # A comment per site, as `dump --stage core` names it.
+                site = f"{fn.name}/%{instr.index}" + (f" ({instr.name})" if instr.name else "")
+                self.inst.body.insert(start, f"/* {_comment(site)} */")
+            self.let_name = None
         result = self._materialize(self.value(fn.result))
         out_leaves: list[tuple[str, str]] = []
         # Every result leaf is copied to the caller's buffers; see Note [Outputs].
