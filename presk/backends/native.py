@@ -26,6 +26,7 @@ from presk.build.load import Library, load
 from presk.cgen.program import Unit, print_unit
 from presk.core import ir
 from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue, record
+from presk.host.realization import Realization
 from presk.interp import rng
 from presk.interp.reference import Tree, Value
 from presk.interp.tensor import Axis, Kind, Tensor
@@ -77,16 +78,28 @@ def _tensor(array: npt.NDArray[Any], leaf: HTensor) -> Tensor:
     return Tensor(Kind.REAL, axes, data)
 
 
-def host_value(value: Value, dtype: str) -> HValue:
-    """The layout of a reference value: what the recording specialises on."""
+def host_value(
+    value: Value, dtype: str, params: dict[str, str] | None = None, path: str = ""
+) -> HValue:
+    """The layout of a reference value: what the recording specialises on.
+
+    `params` gives a parameter leaf (by dotted path in a tree) its own storage type.
+    """
     match value:
         case Tensor():
             storage = dtype if value.kind == Kind.REAL else "i64"
+            if params and value.kind == Kind.REAL and path in params:
+                storage = params[path]
             return HTensor("", storage, tuple((a.name, a.size) for a in value.axes))
         case Tree(items):
-            return HTree(tuple((k, host_value(v, dtype)) for k, v in items))
+            return HTree(
+                tuple(
+                    (k, host_value(v, dtype, params, f"{path}.{k}" if path else k))
+                    for k, v in items
+                )
+            )
         case tuple():
-            return tuple(host_value(v, dtype) for v in value)
+            return tuple(host_value(v, dtype, params, path) for v in value)
         case Fraction():
             return HConst(value)
         case rng.Key():
@@ -258,10 +271,12 @@ def prepare(
     dtype: str,
     banner: str,
     threads: int = 1,
+    realization: Realization | None = None,
 ) -> Prepared:
     """Record, print, build and load an entry for these inputs' layouts."""
-    args = [host_value(v, dtype) for v in inputs]
-    host = record(module, entry, dims, args, dtype, threads)
+    chosen = realization or Realization(dtype)
+    args = [host_value(v, chosen.default, chosen.params) for v in inputs]
+    host = record(module, entry, dims, args, chosen.default, threads, chosen)
     fn = next(f for f in module.functions if f.name == entry)
     names = ["theta" if p.name == "θ" else p.name for p in fn.params]
     unit = print_unit(host, entry, names, banner)

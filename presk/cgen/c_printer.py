@@ -83,8 +83,12 @@ class _Printer:
 
     def load(self, e: ir.Load) -> str:
         ref = f"{self.names[e.buffer.index]}[{self.linear(e.buffer, e.index)}]"
-        if e.buffer.dtype == "bf16":
-            return f"presk_bf16_to_f32({ref})"
+        dtype = e.buffer.dtype
+        if dtype == "bf16":
+            ref = f"presk_bf16_to_f32({ref})"
+        # A buffer of another realization converts at the kernel's edge, on load.
+        if dtype in C_ARITH and ir.arith(dtype) != self.arith:
+            ref = f"({self.real})({ref})"
         return ref
 
     def expr(self, e: ir.Expr | ir.Index | ir.Cmp) -> str:

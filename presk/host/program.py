@@ -23,6 +23,7 @@ from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
 from presk.kernel.text import kernel_text
+from presk.host.realization import Realization
 from presk.sched import fusion, split
 
 ALIGN = 64
@@ -204,10 +205,16 @@ class Recorder:
     """Records instances on demand; kernels are shared between identical nests."""
 
     def __init__(
-        self, module: core.Module, dtype: str, fuse: bool = True, threads: int = 1
+        self,
+        module: core.Module,
+        dtype: str,
+        fuse: bool = True,
+        threads: int = 1,
+        realization: Realization | None = None,
     ) -> None:
         self.functions = {fn.name: fn for fn in module.functions}
-        self.dtype = dtype
+        self.realization = realization or Realization(dtype)
+        self.dtype = self.realization.default
         self.fuse = fuse
         self.threads = threads
         self.splits = 0
@@ -222,7 +229,9 @@ class Recorder:
     def kernel(self, launch: Launch) -> str:
         """The C name of the kernel of a launch (identical kernels are printed once)."""
         try:
-            k = lower(launch, self.dtype)
+            # A kernel computes in its root's arithmetic type (see Note [Fusion]).
+            root = launch.output.dtype
+            k = lower(launch, root if root in ("f64", "f32", "bf16") else self.dtype)
         except LoweringError as error:
             raise HostError(str(error)) from None
         if self.threads > 1 and split.splittable(k):
@@ -351,9 +360,14 @@ class _Body:
         body = tuple((a.name, _int(a.size, self.dims)) for a in ty.axes)
         return (self.prefix if ty.open else ()) + body
 
-    def dtype_of(self, ty: Type) -> str:
+    def dtype_of(self, ty: Type, index: int | None = None) -> str:
+        """A site's storage type: the realization's for reals, i64 for indices and masks."""
         assert isinstance(ty, Tensor)
-        return self.rec.dtype if ty.elem == Elem.REAL else "i64"
+        if ty.elem != Elem.REAL:
+            return "i64"
+        if index is None:
+            return self.rec.dtype
+        return self.rec.realization.site(self.fn.name, index)
 
     def value(self, op: core.Operand) -> HValue:
         match op:
@@ -456,7 +470,7 @@ class _Body:
             # Other kernels read their operands from buffers: a constant (a cotangent
             # of 1, say) becomes a scalar buffer.
             args = [self._constant(a) if isinstance(a, HConst) else a for a in args]
-        dtype, axes = self.dtype_of(instr.type), self.axes_of(instr.type)
+        dtype, axes = self.dtype_of(instr.type, instr.index), self.axes_of(instr.type)
         attrs = tuple((k, _concrete_attr(v, self.dims)) for k, v in op.attrs)
         if instr.index in self.fused:
             # Computed inside its consumer's loop nest; see Note [Fusion].
@@ -742,13 +756,14 @@ def record(
     args: list[HValue],
     dtype: str,
     threads: int = 1,
+    realization: Realization | None = None,
 ) -> HostProgram:
     """Record an entry at concrete dims on arguments of these layouts.
 
     With `threads` > 1, kernels whose outer loop is parallel and whose work is
     large enough are split over OpenMP workers (presk/sched/split.py).
     """
-    rec = Recorder(module, dtype, threads=threads)
+    rec = Recorder(module, dtype, threads=threads, realization=realization)
     names = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
     entry_args = [rebind(a, names) for a in args]
     inst = rec.instance(entry, dims, entry_args)

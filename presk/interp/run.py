@@ -243,8 +243,16 @@ def run_command(args: argparse.Namespace) -> int:
     digits = _natural("--digits", "", args.digits, 1, 200)
     if args.backend not in ("interp", "native"):
         raise _usage(f"--backend {args.backend}: expected `interp` or `native`")
-    if args.realize not in ("f64", "f32", "bf16"):
-        raise _usage(f"--realize {args.realize}: expected f64, f32 or bf16")
+    from presk.host.realization import RealizationError, parse
+
+    try:
+        realization = parse(args.realize)
+    except RealizationError as error:
+        if error.code is None:
+            raise _usage(error.message) from None
+        print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+        return 1
+    args.realization = realization
     dim_args = parse_bindings(args.dim, "--dim")
     checked, sink = front_end(args.file, const_overrides(args.const))
     print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
@@ -332,7 +340,7 @@ def _native(
     name: str,
     dims: dict[str, int],
     inputs: list[tuple[str, Type, Value]],
-    realize: str,
+    realization: Any,
     text: str,
     threads: int = 1,
 ) -> Value:
@@ -343,7 +351,9 @@ def _native(
 
     values = [v for _, _, v in inputs]
     try:
-        prepared = prepare(module, name, dims, values, realize, f"entry {text}", threads)
+        prepared = prepare(
+            module, name, dims, values, realization.default, f"entry {text}", threads, realization
+        )
     except HostError as error:
         raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
     except BuildError as error:
@@ -396,7 +406,7 @@ def _evaluate(
                 if args.threads is None
                 else _natural("--threads", "", args.threads, 1, 1024)
             )
-            result = _native(module, info.name, dims, inputs, args.realize, entry.text, threads)
+            result = _native(module, info.name, dims, inputs, args.realization, entry.text, threads)
         else:
             result = interp.call(info.name, dims, [v for _, _, v in inputs])
     shown_prefix = prefix or ()
