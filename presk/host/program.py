@@ -20,10 +20,10 @@ from fractions import Fraction
 from presk.core import ir as core
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
+from presk.host.realization import Realization
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
 from presk.kernel.text import kernel_text
-from presk.host.realization import Realization
 from presk.sched import fusion, split
 
 ALIGN = 64
