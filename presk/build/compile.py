@@ -28,6 +28,7 @@ import fcntl
 import functools
 import hashlib
 import itertools
+import json
 import os
 import platform
 import shlex
@@ -185,7 +186,44 @@ def _cpu_fallback() -> str:
 
 @functools.cache
 def compiler_identity(cc: str) -> str:
-    """The compiler's `--version` first line plus what `-march=native` resolves to (memoised)."""
+    """The compiler's `--version` first line plus what `-march=native` resolves to.
+
+    Memoised in the process and on disk, keyed by the compiler's path, size and
+    modification time and by the CPU's description, so that a run whose unit is
+    cached starts no compiler process at all.
+    """
+    stamp = _identity_stamp(cc)
+    stored = cache_dir() / "identity" / f"{stamp}.txt"
+    try:
+        return stored.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    identity = _ask_identity(cc)
+    try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        temp = stored.with_name(f".{stored.name}.{os.getpid()}")
+        temp.write_text(identity, encoding="utf-8")
+        os.replace(temp, stored)
+    except OSError:
+        pass  # an unwritable cache only costs the question next time
+    return identity
+
+
+def _identity_stamp(cc: str) -> str:
+    """What the identity depends on, read without starting a process."""
+    argv = _argv(cc)
+    parts = [json.dumps(argv)]
+    for word in argv:
+        path = shutil.which(word)
+        if path:
+            real = os.path.realpath(path)
+            info = os.stat(real)
+            parts.append(f"{real}:{info.st_size}:{info.st_mtime_ns}")
+    parts.append(_cpu_fallback())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _ask_identity(cc: str) -> str:
     argv = _argv(cc)
     res = _run([*argv, "--version"])
     if res.returncode != 0:

@@ -553,6 +553,9 @@ class Checker:
                 return self.binary(ctx, node)
             case ast.Neg(operand):
                 val = self.real_operand(ctx, operand)
+                if isinstance(val.operand, ir.Lit):
+                    # A negative literal stays a literal: `x^-1` keeps an exact exponent.
+                    return Val(SCALAR, ir.Lit(-val.operand.value), {})
                 return self.emit_prim(ctx, "neg", val.ty, (val,), node.span)
             case ast.Ascribe(value, ty):
                 return self.ascribe(ctx, node, value, ty)
