@@ -41,7 +41,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/native.py
 
 conformance: $(STAMP)
-	$(PY) conformance/run.py
+	@# --excuse-conditioning: an element whose reference, evaluated at the realization's
+	@# precision on rounded inputs, misses by as much is reported as ill-conditioned.
+	$(PY) conformance/run.py --excuse-conditioning
 
 c-conformance: $(STAMP)
 	$(PY) conformance/c_export.py

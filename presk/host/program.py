@@ -33,6 +33,10 @@ class HostError(Exception):
     """A construct the native backend does not support yet."""
 
 
+class HostRunError(Exception):
+    """A run-time error the recording can see, since it knows every shape (E7001)."""
+
+
 Axes = tuple[tuple[str | None, int], ...]
 
 
@@ -451,6 +455,12 @@ class _Body:
         args = [self.value(a) for a in op.args]
         if name == "real" and isinstance(args[0], HConst):
             return args[0]
+        if name in ("mean", "max") and isinstance(args[0], HTensor):
+            # Shapes are known here: an empty reduction is the reference's run-time error.
+            axis = op.attr("axis")
+            sizes = [s for n, s in args[0].axes if axis is None or n == axis]
+            if any(s == 0 for s in sizes):
+                raise HostRunError(f"{name} over no elements (at {self.fn.name}/%{instr.index})")
         if name == "dim":
             size = op.attr("size")
             assert isinstance(size, Lin)
@@ -645,6 +655,9 @@ class _Body:
         if not isinstance(init, HTensor) or not isinstance(ct, HTensor):
             raise HostError("the reverse of a fold over a value that is not a tensor")
         layers = _int(count, self.dims)
+        if layers == 0:
+            # No layer: the stacked adjoint is empty and the cotangent passes through.
+            return (self._outputs_like(stacked), ct)
         dims = {d: _int(size, self.dims) for d, size in call_dims}
         loop = f"l{len(self.inst.locals)}"
         layer = _layer(stacked, loop)

@@ -347,7 +347,7 @@ def _native(
     """The entry compiled to C and called once (see presk/backends/native.py)."""
     from presk.backends.native import prepare
     from presk.build.compile import BuildError
-    from presk.host.program import HostError
+    from presk.host.program import HostError, HostRunError
 
     values = [v for _, _, v in inputs]
     try:
@@ -356,6 +356,8 @@ def _native(
         )
     except HostError as error:
         raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
+    except HostRunError as error:
+        raise RunError(str(error)) from None
     except BuildError as error:
         raise RunError(f"the C compiler failed: {error}") from None
     return prepared.call(values)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import gmpy2
+import numpy as np
 
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Hyper, Instance, KeyT, Params, TupleT, Type
@@ -95,11 +96,10 @@ def _shape(flat: Sequence[object], axes: tuple[Axis, ...]) -> object:
     """Nest a flat row-major list by the axes' sizes."""
     if not axes:
         return flat[0]
-    out: object = flat
-    for axis in reversed(axes[1:]):
-        items = out if isinstance(out, list) else [out]
-        out = [items[i : i + axis.size] for i in range(0, len(items), axis.size)]
-    return out
+    # An object array keeps mpfr and int elements as they are, zero sizes included.
+    array = np.empty(len(flat), dtype=object)
+    array[:] = list(flat)
+    return array.reshape(tuple(axis.size for axis in axes))
 
 
 def initialize(inst: Instance, dims: dict[str, int], seed: int, prefix: str) -> Tree:

@@ -94,17 +94,21 @@ def broadcast(ctx: DimContext, a: Tensor, b: Tensor) -> tuple[Axis, ...]:
         raise _cannot(a, b)
     offset = len(long.axes) - len(short.axes)
     pairs = list(zip(long.axes[offset:], short.axes, strict=True))
-    if all(_names_agree(x.name, y.name) for x, y in pairs):
-        for x, y in pairs:
-            ctx.require_equal(x.size, y.size)
+    names_agree = all(_names_agree(x.name, y.name) for x, y in pairs)
+    # By position when names and sizes agree there (as the reference aligns at run time) ...
+    if names_agree and all(ctx.equal(x.size, y.size) for x, y in pairs):
         merged = tuple(Axis(x.name or y.name, x.size) for x, y in pairs)
         return long.axes[:offset] + merged
+    # ... else by name when every axis of the smaller operand is named.
     named = {axis.name: axis for axis in long.axes if axis.name is not None}
     if short.axes and all(axis.name in named for axis in short.axes) and not short.open:
         for axis in short.axes:
             assert axis.name is not None
             ctx.require_equal(named[axis.name].size, axis.size)
         return long.axes
+    if names_agree:
+        for x, y in pairs:
+            ctx.require_equal(x.size, y.size)  # raises E2006 with a counterexample
     raise _cannot(a, b)
 
 
