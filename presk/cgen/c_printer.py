@@ -259,6 +259,8 @@ def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
         comment,
         " */",
         f"static void {c_name}({p.params()}) {{",
+        # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
+        *(f"    (void){name};" for name in p.names.values()),
         *p.scalars(),
         *p.stmts(kernel.body, 1),
         "}",

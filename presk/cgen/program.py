@@ -86,6 +86,9 @@ def _function(inst: FunctionInstance) -> str:
     params += [f"{ctype}{'' if ctype.endswith('*') else ' '}{name}" for ctype, name in inst.params]
     params += [f"{ctype}{name}" for ctype, name in inst.outputs]
     body = [line.replace("FRAME_END", str(inst.frame)) for line in inst.body]
+    # Every parameter is marked used: a function need not read all its inputs
+    # (a gradient may ignore a value), and -Wextra would warn.
+    unused = ["frame", "threads", *(name for _, name in inst.params), *(n for _, n in inst.outputs)]
     return (
         _env()
         .get_template("function.c.j2")
@@ -93,6 +96,7 @@ def _function(inst: FunctionInstance) -> str:
             source=safe_comment(inst.source),
             name=inst.c_name,
             params=", ".join(params),
+            unused=unused,
             locals=inst.locals,
             body=body,
         )

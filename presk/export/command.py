@@ -15,8 +15,10 @@ from presk.elab.ty import Params, subst
 def export_command(args: argparse.Namespace) -> int:
     """The body of `presk export`."""
     from presk.ad.reverse import differentiate
+    from presk.build.compile import BuildError
     from presk.cli import UsageError
     from presk.export.c import ExportError, plan_export, write_plan
+    from presk.host.program import HostError, HostRunError
     from presk.interp.reference import RunError
     from presk.interp.run import _natural, bind_dims, concrete_type, default_threads, find_entry
     from presk.interp.synth import synthesize
@@ -84,6 +86,17 @@ def export_command(args: argparse.Namespace) -> int:
         write_plan(plan, args.output)
     except ExportError as error:
         sys.stderr.write(f"presk export: {error}\n")
+        return 1
+    except HostError as error:
+        sys.stderr.write(f"presk export: not built yet: {error}\n")
+        return 2
+    except HostRunError as error:
+        from presk.diagnostics import Diagnostic, print_diagnostics
+
+        print_diagnostics([Diagnostic("E7001", str(error))], sys.stderr)
+        return 1
+    except BuildError as error:
+        sys.stderr.write(f"presk export: the C compiler failed: {error}\n")
         return 1
     sys.stdout.write(plan.summary + "\n")
     return 0

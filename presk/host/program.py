@@ -790,6 +790,7 @@ def record(
         outputs,
         rec.launches,
         rec.launches_unfused,
+        rec.splits,
     )
 
 
