@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from presk.ad.rules import RULES, Site
 from presk.core import ir
+from presk.core.walk import operands, remap, remap_operand
 from presk.diagnostics import CompilerBug
 from presk.elab.presburger import Lin
 from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type
@@ -81,56 +82,6 @@ class Builder:
         return ir.Function(
             self.name, self.dims, tuple(self.params), ret, effects, tuple(self.instrs), result
         )
-
-
-def _refs(op: ir.Op) -> list[ir.Operand]:
-    """The operands an op reads."""
-    match op:
-        case ir.Prim(_, args) | ir.Call(_, _, args) | ir.GradOf(_, _, args):
-            return list(args)
-        case ir.Fold(_, _, stacked, _, init, extra):
-            return [stacked, init, *extra]
-        case ir.FoldVjp(_, _, _, stacked, _, init, ct):
-            return [stacked, init, ct]
-        case ir.Field(tree) | ir.Slice(tree):
-            return [tree]
-        case ir.MakeTuple(items):
-            return list(items)
-        case ir.Get(tuple_):
-            return [tuple_]
-    raise CompilerBug(f"unknown op {op!r}")
-
-
-def _remap_operand(op: ir.Operand, m: dict[int, ir.Operand]) -> ir.Operand:
-    return m[op.index] if isinstance(op, ir.Ref) else op
-
-
-def remap(op: ir.Op, m: dict[int, ir.Operand]) -> ir.Op:
-    """The op with its operands renamed through `m`."""
-
-    def r(o: ir.Operand) -> ir.Operand:
-        return _remap_operand(o, m)
-
-    match op:
-        case ir.Prim(name, args, attrs):
-            return ir.Prim(name, tuple(r(a) for a in args), attrs)
-        case ir.Call(fn, dims, args):
-            return ir.Call(fn, dims, tuple(r(a) for a in args))
-        case ir.GradOf(fn, dims, args):
-            return ir.GradOf(fn, dims, tuple(r(a) for a in args))
-        case ir.Fold(fn, dims, stacked, count, init, extra):
-            return ir.Fold(fn, dims, r(stacked), count, r(init), tuple(r(e) for e in extra))
-        case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):
-            return ir.FoldVjp(fn, dims, forward, r(stacked), count, r(init), r(ct))
-        case ir.Field(tree, name):
-            return ir.Field(r(tree), name)
-        case ir.Slice(tree, index):
-            return ir.Slice(r(tree), index)
-        case ir.MakeTuple(items):
-            return ir.MakeTuple(tuple(r(i) for i in items))
-        case ir.Get(tuple_, index):
-            return ir.Get(r(tuple_), index)
-    raise CompilerBug(f"unknown op {op!r}")
 
 
 def _suffix(fn: ir.Function, wrt: tuple[int, ...]) -> str:
@@ -298,7 +249,7 @@ class Differentiator:
                 raise NotDifferentiable(
                     f"`{fn.name}` takes a gradient inside a differentiated function"
                 )
-            if any(isinstance(o, ir.Ref) and o.index in active for o in _refs(instr.op)):
+            if any(isinstance(o, ir.Ref) and o.index in active for o in operands(instr.op)):
                 if differentiable_type(instr.type) or isinstance(instr.type, TupleT):
                     active.add(instr.index)
             m[instr.index] = b.emit(instr.name, instr.type, remap(instr.op, m), instr.span)
@@ -322,7 +273,7 @@ class Differentiator:
             outputs.append(total)
             out_types.append(param.type)
         if with_value:
-            outputs.insert(0, _remap_operand(fn.result, m))
+            outputs.insert(0, remap_operand(fn.result, m))
             out_types.insert(0, fn.ret)
         ret = TupleT(tuple(out_types))
         result = b.emit(None, ret, ir.MakeTuple(tuple(outputs)))
@@ -358,7 +309,7 @@ class Differentiator:
                 )
                 site = Site(
                     op,
-                    tuple(_remap_operand(a, m) for a in args),
+                    tuple(remap_operand(a, m) for a in args),
                     arg_types,
                     m[instr.index],
                     instr.type,
@@ -382,7 +333,7 @@ class Differentiator:
                 out = b.emit(
                     None,
                     call_ty or out_ty,
-                    ir.Call(vjp, dims, (*(_remap_operand(a, m) for a in args), ct)),
+                    ir.Call(vjp, dims, (*(remap_operand(a, m) for a in args), ct)),
                 )
                 for k, i in enumerate(positions):
                     arg = args[i]
@@ -399,9 +350,9 @@ class Differentiator:
                         vjp,
                         dims,
                         callee,
-                        _remap_operand(stacked, m),
+                        remap_operand(stacked, m),
                         count,
-                        _remap_operand(init, m),
+                        remap_operand(init, m),
                         ct,
                     ),
                 )
@@ -450,7 +401,7 @@ class Differentiator:
         forward_ids = {i.index for i in forward}
         residuals: list[int] = []
         for instr in backward:
-            for o in _refs(instr.op):
+            for o in operands(instr.op):
                 if isinstance(o, ir.Ref) and o.index in forward_ids and o.index not in residuals:
                     residuals.append(o.index)
         if isinstance(combined.result, ir.Ref) and combined.result.index in forward_ids:
@@ -480,7 +431,7 @@ class Differentiator:
             bm[r] = bb.emit(instr.name, instr.type, ir.Get(packed_in, k))
         for instr in backward:
             bm[instr.index] = bb.emit(instr.name, instr.type, remap(instr.op, bm), instr.span)
-        bwd = _dce(bb.finish(combined.ret, _remap_operand(combined.result, bm)))
+        bwd = _dce(bb.finish(combined.ret, remap_operand(combined.result, bm)))
         return fwd, bwd
 
 
@@ -495,7 +446,7 @@ def _dce(fn: ir.Function) -> ir.Function:
         live.add(fn.result.index)
     for instr in reversed(fn.body):
         if instr.index in live:
-            for o in _refs(instr.op):
+            for o in operands(instr.op):
                 if isinstance(o, ir.Ref):
                     live.add(o.index)
     m: dict[int, ir.Operand] = {}
@@ -517,7 +468,7 @@ def _dce(fn: ir.Function) -> ir.Function:
         fn.ret,
         fn.effects,
         tuple(body),
-        _remap_operand(fn.result, m),
+        remap_operand(fn.result, m),
         fn.span,
     )
 

@@ -8,6 +8,7 @@ fold is the same sequence of calls.
 from __future__ import annotations
 
 from presk.core import ir
+from presk.core.walk import remap
 from presk.elab.presburger import Lin
 from presk.elab.ty import Params
 
@@ -27,8 +28,6 @@ def run(module: ir.Module) -> ir.Module:
 def _function(fn: ir.Function) -> ir.Function:
     if not any(isinstance(i.op, ir.Fold) for i in fn.body):
         return fn
-    from presk.ad.reverse import remap
-
     m: dict[int, ir.Operand] = {p.index: ir.Ref(p.index, p.name) for p in fn.params}
     body: list[ir.Instr] = []
 

@@ -10,28 +10,11 @@ only one stored, and every member is computed in the root's arithmetic type.
 from __future__ import annotations
 
 from presk.core import ir
+from presk.core.walk import operands
 from presk.kernel.lower import ELEMENTWISE
 
 # `real` of indices is a load conversion, not worth a group of its own.
 FUSABLE = frozenset(set(ELEMENTWISE) - {"real"})
-
-
-def refs(op: ir.Op) -> list[ir.Operand]:
-    """The operands an op reads."""
-    match op:
-        case ir.Prim(_, args) | ir.Call(_, _, args) | ir.GradOf(_, _, args):
-            return list(args)
-        case ir.Fold(_, _, stacked, _, init, extra):
-            return [stacked, init, *extra]
-        case ir.FoldVjp(_, _, _, stacked, _, init, ct):
-            return [stacked, init, ct]
-        case ir.Field(tree) | ir.Slice(tree):
-            return [tree]
-        case ir.MakeTuple(items):
-            return list(items)
-        case ir.Get(tuple_):
-            return [tuple_]
-    return []
 
 
 def members(fn: ir.Function) -> set[int]:
@@ -39,7 +22,7 @@ def members(fn: ir.Function) -> set[int]:
     uses: dict[int, int] = {}
     consumer: dict[int, ir.Instr] = {}
     for instr in fn.body:
-        for o in refs(instr.op):
+        for o in operands(instr.op):
             if isinstance(o, ir.Ref):
                 uses[o.index] = uses.get(o.index, 0) + 1
                 consumer[o.index] = instr
@@ -75,7 +58,7 @@ def _collect(root: ir.Instr, fused: set[int], by_index: dict[int, ir.Instr]) -> 
     group: list[ir.Instr] = []
 
     def visit(i: ir.Instr) -> None:
-        for o in refs(i.op):
+        for o in operands(i.op):
             if isinstance(o, ir.Ref) and o.index in fused:
                 visit(by_index[o.index])
         group.append(i)
