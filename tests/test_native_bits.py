@@ -117,3 +117,19 @@ def test_native_matches_reference_digits_for_attention() -> None:
     got = np.array([float(x) for x in native.data.reshape(-1)])
     want = np.array([float(x) for x in exact.data.reshape(-1)])
     assert np.all(np.abs(got - want) <= 2**-40 * (np.abs(want) + 2**-50))
+
+
+def test_invoke_keeps_every_buffer_alive() -> None:
+    """C writes through raw pointers: dropping the Bound must not free what invoke uses."""
+    import gc
+    import weakref
+
+    module, name, inputs = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
+    p = prepare(module, name, {"B": 1, "T": 3}, inputs, "f64", "attend")
+    bound = p.bind(inputs)
+    refs = [weakref.ref(a) for a in bound.outputs]
+    invoke = bound.invoke
+    del bound
+    gc.collect()
+    assert all(r() is not None for r in refs)
+    assert invoke() == 0

@@ -238,9 +238,12 @@ class Prepared:
             setattr(c_out, field, ffi.cast(ctype, ffi.from_buffer(array)))
         entry = getattr(lib, self.unit.symbol)
         # The C side reads these through raw pointers: they live as long as the closures.
-        keep.extend([arena_buf, arena, c_in, c_out])
+        keep.extend([arena_buf, arena, c_in, c_out, outs])
 
         def invoke() -> int:
+            # The closure holds `keep`: the buffers C reads through raw pointers live
+            # as long as this function does, even if the Bound is dropped.
+            assert keep
             status: int = entry(arena, c_in, c_out)
             return status
 
