@@ -25,6 +25,7 @@ from presk.build.compile import build
 from presk.build.load import Library, load
 from presk.cgen.program import Unit, print_unit
 from presk.core import ir
+from presk.data.format import bf16_to_f32, f32_to_bf16
 from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue, record
 from presk.host.realization import Realization
 from presk.interp import rng
@@ -34,18 +35,9 @@ from presk.interp.tensor import Axis, Kind, Tensor
 REALIZATIONS = ("f64", "f32", "bf16")
 
 
-def to_bf16(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
-    """Round f32 values to bf16 (nearest, ties to even), as the runtime does."""
-    u = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    quiet = ((u >> 16) | 0x40).astype(np.uint16)
-    return np.where(nan, quiet, rounded).astype(np.uint16)
-
-
-def from_bf16(values: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
-    """Widen bf16 to f32 exactly."""
-    return (values.astype(np.uint32) << 16).view(np.float32)
+# One bf16 rounding for the whole project: the data format's (and the runtime's in C).
+to_bf16 = f32_to_bf16
+from_bf16 = bf16_to_f32
 
 
 _NUMPY = {"f64": np.float64, "f32": np.float32, "bf16": np.uint16, "i64": np.int64}

@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from presk import __version__, resources
 from presk.backends.native import Prepared, _array, prepare
-from presk.cgen.program import Unit, _env, c_name
+from presk.cgen.program import Unit, _env
 from presk.host.program import HKey, HTensor
 from presk.interp import rng
 from presk.interp.reference import Interpreter, Tree, Value
@@ -340,4 +339,4 @@ def write_plan(plan: ExportPlan, directory: str) -> None:
         raise ExportError(f"{directory}: {error.strerror or error}") from None
 
 
-__all__ = ["Fraction", "c_name", "plan_export", "write_plan"]
+__all__ = ["plan_export", "write_plan"]
