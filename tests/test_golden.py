@@ -49,6 +49,15 @@ CASES["dump_elab_06_tower"] = ("dump", "tutorial/06_tower.psk", "--stage", "elab
 CASES["dump_core_03_attention"] = ("dump", "tutorial/03_attention.psk", "--stage", "core")
 CASES["dump_core_04_grad"] = ("dump", "tutorial/04_grad.psk", "--stage", "core")
 CASES["dump_core_06_tower"] = ("dump", "tutorial/06_tower.psk", "--stage", "core")
+CASES["dump_core_06_tower_unrolled"] = (
+    "dump", "tutorial/06_tower.psk", "--stage", "core", "--unroll-stack",
+)
+CASES["dump_core_after_ad_04_grad"] = ("dump", "tutorial/04_grad.psk", "--stage", "core-after-ad")
+CASES["dump_sched_02_norm"] = ("dump", "tutorial/02_norm.psk", "--stage", "sched")
+CASES["dump_kernel_01_linear"] = (
+    "dump", "tutorial/01_linear.psk", "--stage", "kernel", "--entry", "Linear{3, 2}.apply",
+    "--dim", "batch=4", "--realize", "f32",
+)
 for _e in EXAMPLES:
     _n = _e.split("/")[1]
     CASES[f"check_example_{_n}"] = ("check", f"tests/examples/{_e}.psk")
