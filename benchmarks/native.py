@@ -175,12 +175,60 @@ def compile_times() -> None:
     )
 
 
+def export_vs_native() -> None:
+    """The exported attention (B=16 T=256, f32) timed by its own `-r 11` against the native call."""
+    import subprocess
+
+    out = Path(tempfile.mkdtemp()) / "attend_c"
+    args = ["tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=16", "--dim", "T=256"]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "presk.cli",
+            "export",
+            *args,
+            "--realize",
+            "f32",
+            "--threads",
+            "1",
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["make", "-s", "-C", str(out), "model"], check=True, capture_output=True)
+    timed = subprocess.run(
+        [
+            str(out / "model"),
+            "-r",
+            "11",
+            str(out / "conformance/inputs.psk.d"),
+            str(out / "out.psk.d"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    exported_ms = float(timed.split("median ")[1].split(" ms")[0])
+    p, inputs, _ = prepared(args[0], "attend", {"B": 16, "T": 256}, {}, "f32", 1)
+    invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
+    invoke()
+    native_ms = median_time(invoke, 11) * 1e3
+    print(
+        f"exported attention B=16 T=256 f32: model -r 11 median {exported_ms:.3f} ms, native "
+        f"call {native_ms:.3f} ms: {exported_ms / native_ms:.2f}×  (goal within 1.05×)"
+    )
+
+
 def main() -> int:
     os.chdir(ROOT)
     n = int(os.environ.get("PRESK_BENCH_N", "1024"))
     gemm(n)
     minigpt_vs_torch()
     host_overhead()
+    export_vs_native()
     compile_times()
     return 0
 
