@@ -25,8 +25,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gmpy2  # noqa: E402
-import numpy as np  # noqa: E402
+import gmpy2
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 

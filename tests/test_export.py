@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO_ROOT, run_presk
 
 sys.path.insert(0, str(REPO_ROOT))
-from conformance import c_export  # noqa: E402
+from conformance import c_export
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 

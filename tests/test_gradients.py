@@ -44,7 +44,7 @@ from presk.ad.reverse import differentiate
 from presk.core import ir
 from presk.elab.presburger import Lin
 from presk.elab.ty import Params, subst
-from presk.interp.reference import EVALUATED, Interpreter, RunError, Tree
+from presk.interp.reference import EVALUATED, Interpreter, Tree
 from presk.interp.synth import synthesize
 from presk.interp.tensor import Axis, Kind, Tensor
 from presk.pipeline import front_end
