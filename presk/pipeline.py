@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from fractions import Fraction
 
-from presk.diagnostics import CompileError, Sink, print_diagnostics
+from presk.diagnostics import CompileError, Sink, Source, print_diagnostics
 from presk.elab.program import LoadError, UnknownConstant, load, read_source
 from presk.types.check import CheckedProgram, check_program
 
@@ -96,10 +97,6 @@ def _data_file_type(path: str) -> str | None:
 
 def guard(command: str, body: Callable[[], int]) -> int:
     """Run a command's body; a CommandError is one line and exit 1."""
-    return _guard(command, body)
-
-
-def _guard(command: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except CommandError as error:
@@ -122,7 +119,7 @@ def check(args: argparse.Namespace) -> int:
             sys.stdout.write(summary(checked, _data_file_type))
         return 0
 
-    return _guard("check", body)
+    return guard("check", body)
 
 
 def dump(args: argparse.Namespace) -> int:
@@ -191,7 +188,7 @@ def dump(args: argparse.Namespace) -> int:
             "(tokens, ast, elab, core, core-after-ad, sched, kernel)"
         )
 
-    return _guard("dump", body)
+    return guard("dump", body)
 
 
 def _dump_native(args: argparse.Namespace, stage: str) -> int:
@@ -253,11 +250,7 @@ def run(args: argparse.Namespace) -> int:
     """`presk run FILE --entry E …` on the reference interpreter."""
     from presk.interp.run import run_command
 
-    return _guard("run", lambda: run_command(args))
+    return guard("run", lambda: run_command(args))
 
-
-from collections.abc import Callable  # noqa: E402
-
-from presk.diagnostics import Source  # noqa: E402
 
 __all__ = ["CompileError", "check", "dump", "run"]

@@ -31,7 +31,7 @@ from presk.core import ir
 from presk.core.walk import operands, remap, remap_operand
 from presk.diagnostics import CompilerBug
 from presk.elab.presburger import Lin
-from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type
+from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
 
 
 class NotDifferentiable(Exception):
@@ -496,6 +496,3 @@ def differentiate(module: ir.Module, remat: str = "store") -> ir.Module:
         )
     extra = [d.generated[name] for name in d.order]
     return ir.Module((*rewritten, *extra))
-
-
-__all__ = ["SCALAR", "differentiate"]

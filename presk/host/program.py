@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from presk.core import ir as core
 from presk.elab.presburger import Lin
-from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
+from presk.elab.ty import Elem, Tensor, Type
 from presk.host.realization import Realization
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
@@ -792,9 +792,6 @@ def record(
         rec.launches_unfused,
         rec.splits,
     )
-
-
-__all__ = ["ELEMENTWISE", "Params", "TupleT"]
 
 
 # Note [Fusion]

@@ -14,7 +14,7 @@ import gmpy2
 import numpy as np
 
 from presk.interp import prims
-from presk.interp.tensor import Axis, Kind, PrimError, Tensor, obj_array
+from presk.interp.tensor import Kind, PrimError, Tensor, obj_array
 
 
 def _acc(terms: list[Any]) -> Any:
@@ -264,6 +264,3 @@ def stack_layers(layers: list[Any], like: Any) -> Any:
         return Tensor(Kind.REAL, like.axes, data)
     assert isinstance(like, Tree)
     return Tree(tuple((k, stack_layers([layer[k] for layer in layers], v)) for k, v in like.items))
-
-
-__all__ = ["Axis"]

@@ -22,12 +22,13 @@ import gmpy2
 from presk.diagnostics import Diagnostic, Sink, Source, print_diagnostics
 from presk.elab.presburger import Lin
 from presk.elab.program import ConstError, FileEnv, const_eval
-from presk.elab.ty import Elem, Instance, ModuleT, Params, TupleT, Type, subst
+from presk.elab.ty import Axis as TyAxis
+from presk.elab.ty import Params, TupleT, Type, subst
 from presk.elab.ty import Tensor as TensorT
 from presk.interp import rng
 from presk.interp.reference import Interpreter, NotBuilt, RunError, Tree, Value
-from presk.interp.synth import axes_of, concrete, init_from_key, synthesize
-from presk.interp.tensor import Axis, Tensor, exact_decimal, format_axes, format_value
+from presk.interp.synth import init_from_key, synthesize
+from presk.interp.tensor import Axis, Tensor, exact_decimal, format_value
 from presk.syntax.parser import parse_expression
 from presk.types.check import CheckedProgram, FnInfo
 
@@ -162,10 +163,7 @@ def concrete_type(ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...]) -> s
             body = subst(ty, env)
             assert isinstance(body, TensorT)
             prefix_axes = tuple(
-                __import__("presk.elab.ty", fromlist=["Axis"]).Axis(
-                    a.name, Lin.const_(Fraction(a.size))
-                )
-                for a in (prefix if ty.open else ())
+                TyAxis(a.name, Lin.const_(Fraction(a.size))) for a in (prefix if ty.open else ())
             )
             return str(TensorT(body.elem, prefix_axes + body.axes, False, body.bound))
         case TupleT(items):
@@ -442,6 +440,3 @@ def _evaluate(
     out.append(format_result(result, info.ret, dims, shown_prefix, digits))
     sys.stdout.write("\n".join(out) + "\n")
     return 0
-
-
-__all__ = ["Elem", "Instance", "ModuleT", "axes_of", "concrete", "format_axes", "run_command"]

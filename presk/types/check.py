@@ -1004,15 +1004,12 @@ class Checker:
             if isinstance(pty, ModuleT):
                 continue
             assert isinstance(got, Val)
-            operands.append(self.literal_for(got, pty))
+            operands.append(got.operand)
             deps_in.append(got.deps)
         for effect in info.effects:
             ctx.info.effects.setdefault(effect, node.span)
         deps = regs.through(info.regularity, deps_in, info.depends)
         return ctx.emit(None, result_ty, ir.Call(info.name, dims, tuple(operands)), node.span, deps)
-
-    def literal_for(self, got: Val, pty: Type) -> ir.Operand:
-        return got.operand
 
     def arg_type(self, ctx: FnCtx, got: Denot, pty: Type, span: Span) -> Type:
         """The type an argument presents to a parameter of type `pty`."""
