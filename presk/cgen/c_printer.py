@@ -81,8 +81,12 @@ class _Printer:
             )
         return text
 
+    def ref(self, buffer: ir.Buffer, idx: tuple[ir.Index, ...]) -> str:
+        """The C lvalue of one element of a buffer."""
+        return f"{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
+
     def load(self, e: ir.Load) -> str:
-        ref = f"{self.names[e.buffer.index]}[{self.linear(e.buffer, e.index)}]"
+        ref = self.ref(e.buffer, e.index)
         dtype = e.buffer.dtype
         if dtype == "bf16":
             ref = f"presk_bf16_to_f32({ref})"
@@ -142,7 +146,7 @@ class _Printer:
                 case ir.Let(name, value, _):
                     out.append(f"{pad}{name} = {self.expr(value)};")
                 case ir.Store(buffer, idx, value):
-                    target = f"{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
+                    target = self.ref(buffer, idx)
                     text = self.expr(value)
                     if buffer.dtype == "bf16":
                         text = f"presk_f32_to_bf16({text})"

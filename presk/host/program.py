@@ -215,7 +215,9 @@ class Recorder:
         fuse: bool = True,
         threads: int = 1,
         realization: Realization | None = None,
+        tiles: bool | None = None,
     ) -> None:
+        self.tiles = tiles
         self.functions = {fn.name: fn for fn in module.functions}
         self.realization = realization or Realization(dtype)
         self.dtype = self.realization.default
@@ -235,7 +237,8 @@ class Recorder:
         try:
             # A kernel computes in its root's arithmetic type (see Note [Fusion]).
             root = launch.output.dtype
-            k = lower(launch, root if root in ("f64", "f32", "bf16") else self.dtype)
+            dtype = root if root in ("f64", "f32", "bf16") else self.dtype
+            k = lower(launch, dtype, self.tiles)
         except LoweringError as error:
             raise HostError(str(error)) from None
         if self.threads > 1 and split.splittable(k):
@@ -770,13 +773,14 @@ def record(
     dtype: str,
     threads: int = 1,
     realization: Realization | None = None,
+    tiles: bool | None = None,
 ) -> HostProgram:
     """Record an entry at concrete dims on arguments of these layouts.
 
     With `threads` > 1, kernels whose outer loop is parallel and whose work is
     large enough are split over OpenMP workers (presk/sched/split.py).
     """
-    rec = Recorder(module, dtype, threads=threads, realization=realization)
+    rec = Recorder(module, dtype, threads=threads, realization=realization, tiles=tiles)
     names = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
     entry_args = [rebind(a, names) for a in args]
     inst = rec.instance(entry, dims, entry_args)

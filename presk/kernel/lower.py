@@ -130,6 +130,7 @@ class Names:
 
     loops: int = 0
     scalars: int = 0
+    tiles: bool = True  # whether contractions may take their tiled forms
 
     def loop(self) -> str:
         self.loops += 1
@@ -228,8 +229,8 @@ class Launch:
         return f"fused {len(self.steps)} steps"
 
 
-def lower(launch: Launch, dtype: str) -> ir.Kernel:
-    """The kernel of a launch."""
+def lower(launch: Launch, dtype: str, tiles: bool | None = None) -> ir.Kernel:
+    """The kernel of a launch; `tiles=False` gives point zero: row-wise dots, no lanes."""
     root = launch.steps[-1]
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
     if len(launch.steps) > 1 or root.name in ELEMENTWISE:
@@ -238,7 +239,7 @@ def lower(launch: Launch, dtype: str) -> ir.Kernel:
         rule = NONELEMENTWISE.get(root.name)
         if rule is None:
             raise LoweringError(f"the primitive `{root.name}` has no native lowering yet")
-        body = rule(root, launch, Names())
+        body = rule(root, launch, Names(tiles=TILES if tiles is None else tiles))
     return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body)
 
 
@@ -325,7 +326,7 @@ def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, b = step.operands
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out = launch.output
-    if TILES and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
+    if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
         if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
             return _dot_block(a, b, out, names, rows=4, vectors=2)
         return _dot_tiled(a, b, out, names)
