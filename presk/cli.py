@@ -179,7 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(export)
     _entry_args(export)
     export.add_argument("--target", default="c", help="c (a standalone C program)")
-    export.add_argument("--mode", default="program", help="program (default); scop later")
+    export.add_argument(
+        "--mode",
+        default="program",
+        help="program (default): the entry as one program; scop: each nest alone, at point zero",
+    )
     export.add_argument("--realize", default="f64", help="f64 (default), f32 or bf16")
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")

@@ -19,19 +19,27 @@
 extern "C" {
 #endif
 
-double presk_exp(double x);
-double presk_log(double x);
-double presk_tanh(double x);
-double presk_sin(double x);
-double presk_cos(double x);
-double presk_erf(double x);
+/* Every function's result depends on its argument alone (no errno, no state): saying
+ * so lets a compiler merge repeated calls and lets Polly model a nest that calls one. */
+#if defined(__GNUC__)
+#define PRESK_LIBM_CONST __attribute__((const))
+#else
+#define PRESK_LIBM_CONST
+#endif
 
-float presk_expf(float x);
-float presk_logf(float x);
-float presk_tanhf(float x);
-float presk_sinf(float x);
-float presk_cosf(float x);
-float presk_erff(float x);
+double presk_exp(double x) PRESK_LIBM_CONST;
+double presk_log(double x) PRESK_LIBM_CONST;
+double presk_tanh(double x) PRESK_LIBM_CONST;
+double presk_sin(double x) PRESK_LIBM_CONST;
+double presk_cos(double x) PRESK_LIBM_CONST;
+double presk_erf(double x) PRESK_LIBM_CONST;
+
+float presk_expf(float x) PRESK_LIBM_CONST;
+float presk_logf(float x) PRESK_LIBM_CONST;
+float presk_tanhf(float x) PRESK_LIBM_CONST;
+float presk_sinf(float x) PRESK_LIBM_CONST;
+float presk_cosf(float x) PRESK_LIBM_CONST;
+float presk_erff(float x) PRESK_LIBM_CONST;
 
 #ifdef __cplusplus
 }

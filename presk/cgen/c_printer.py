@@ -129,6 +129,9 @@ class _Printer:
             case ir.IVar() | ir.IConst() | ir.IBin():
                 return self.index(e)
 
+    def loop_head(self, var: str, bound: int) -> str:
+        return f"for (int64_t {var} = 0; {var} < {bound}; {var}++)"
+
     def stmts(self, body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
         pad = "    " * depth
         out: list[str] = []
@@ -140,7 +143,7 @@ class _Printer:
                     out.extend(self.stmts(inner, depth + 1))
                     out.append(f"{pad}}}")
                 case ir.For(var, bound, inner):
-                    out.append(f"{pad}for (int64_t {var} = 0; {var} < {bound}; {var}++) {{")
+                    out.append(f"{pad}{self.loop_head(var, bound)} {{")
                     out.extend(self.stmts(inner, depth + 1))
                     out.append(f"{pad}}}")
                 case ir.Let(name, value, _):

@@ -330,7 +330,9 @@ def write_plan(plan: ExportPlan, directory: str) -> None:
                 path.write_bytes(content)
             else:
                 path.write_text(content, encoding="utf-8")
-        (staging / "conformance" / "check.sh").chmod(0o755)
+        script = staging / "conformance" / "check.sh"
+        if script.exists():
+            script.chmod(0o755)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

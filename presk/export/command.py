@@ -18,6 +18,7 @@ def export_command(args: argparse.Namespace) -> int:
     from presk.build.compile import BuildError
     from presk.cli import UsageError
     from presk.export.c import ExportError, plan_export, write_plan
+    from presk.export.scop import plan_scop
     from presk.host.program import HostError, HostRunError
     from presk.interp.reference import RunError
     from presk.interp.run import _natural, bind_dims, concrete_type, default_threads, find_entry
@@ -27,9 +28,8 @@ def export_command(args: argparse.Namespace) -> int:
     if args.target != "c":
         sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
         return 2
-    if args.mode != "program":
-        sys.stderr.write(f"presk export: not built yet: `--mode {args.mode}`\n")
-        return 2
+    if args.mode not in ("program", "scop"):
+        raise UsageError(f"--mode {args.mode}: expected program or scop")
     if args.entry is None:
         raise UsageError("--entry is required")
     if args.output is None:
@@ -69,20 +69,27 @@ def export_command(args: argparse.Namespace) -> int:
     names = ["theta" if n == "θ" else n for n, _, _ in info.params]
     module = differentiate(checked.core)
     try:
-        plan = plan_export(
-            module,
-            info.name,
-            entry.text,
-            args.file,
-            dims,
-            names,
-            inputs,
-            input_type,
-            output_type,
-            args.realize,
-            threads,
-            args.output,
-        )
+        if args.mode == "scop":
+            if threads != 1:
+                raise UsageError("--mode scop writes each nest at one worker: drop --threads")
+            plan = plan_scop(
+                module, info.name, entry.text, args.file, dims, inputs, args.realize, args.output
+            )
+        else:
+            plan = plan_export(
+                module,
+                info.name,
+                entry.text,
+                args.file,
+                dims,
+                names,
+                inputs,
+                input_type,
+                output_type,
+                args.realize,
+                threads,
+                args.output,
+            )
         write_plan(plan, args.output)
     except ExportError as error:
         sys.stderr.write(f"presk export: {error}\n")
