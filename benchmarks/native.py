@@ -199,23 +199,27 @@ def export_vs_native() -> None:
         capture_output=True,
     )
     subprocess.run(["make", "-s", "-C", str(out), "model"], check=True, capture_output=True)
-    timed = subprocess.run(
-        [
-            str(out / "model"),
-            "-r",
-            "11",
-            str(out / "conformance/inputs.psk.d"),
-            str(out / "out.psk.d"),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    exported_ms = float(timed.split("median ")[1].split(" ms")[0])
+    # The least of three medians on each side: this machine is shared and noisy.
+    medians = []
+    for _ in range(3):
+        timed = subprocess.run(
+            [
+                str(out / "model"),
+                "-r",
+                "11",
+                str(out / "conformance/inputs.psk.d"),
+                str(out / "out.psk.d"),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        medians.append(float(timed.split("median ")[1].split(" ms")[0]))
+    exported_ms = min(medians)
     p, inputs, _ = prepared(args[0], "attend", {"B": 16, "T": 256}, {}, "f32", 1)
     invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
     invoke()
-    native_ms = median_time(invoke, 11) * 1e3
+    native_ms = min(median_time(invoke, 11) for _ in range(3)) * 1e3
     print(
         f"exported attention B=16 T=256 f32: model -r 11 median {exported_ms:.3f} ms, native "
         f"call {native_ms:.3f} ms: {exported_ms / native_ms:.2f}×  (goal within 1.05×)"
