@@ -143,3 +143,19 @@ def test_runs_clean_under_valgrind(tmp_path: Path) -> None:
         capture_output=True, text=True, env={**os.environ},
     )
     assert done.returncode == 0, done.stderr
+
+
+DEAD = "dim B\nfn f(x : ℝ[B, 4]) -> ℝ[B, 4] =\n  let unused = exp(x)\n  let y = tanh(x)\n  y * 2\n"
+
+
+def test_the_summary_counts_launches_nothing_reads(tmp_path: Path) -> None:
+    src = tmp_path / "dead.psk"
+    src.write_text(DEAD, encoding="utf-8")
+    code, out, err = run_presk("export", str(src), "--entry", "f", "--dim", "B=2",
+                               "-o", str(tmp_path / "c"))
+    assert code == 0, err
+    assert "2 launches (1 dead, on one thread) of 2 kernels" in out
+    code, out, err = run_presk("export", *dict(c_export.PROGRAMS)["attend B=1 T=3"],
+                               "-o", str(tmp_path / "a"))
+    assert code == 0, err
+    assert "(0 dead, on one thread)" in out

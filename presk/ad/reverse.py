@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from presk.ad.rules import RULES, Site
 from presk.core import ir
-from presk.core.walk import operands, remap, remap_operand
+from presk.core.walk import live, operands, remap, remap_operand
 from presk.diagnostics import CompilerBug
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Params, Tensor, TupleT, Type
@@ -441,14 +441,7 @@ def _var(name: str) -> Lin:
 
 def _dce(fn: ir.Function) -> ir.Function:
     """Remove instructions whose values nothing reads, renumbering the rest."""
-    live: set[int] = set()
-    if isinstance(fn.result, ir.Ref):
-        live.add(fn.result.index)
-    for instr in reversed(fn.body):
-        if instr.index in live:
-            for o in operands(instr.op):
-                if isinstance(o, ir.Ref):
-                    live.add(o.index)
+    needed = live(fn)
     m: dict[int, ir.Operand] = {}
     params = []
     for p in fn.params:
@@ -456,7 +449,7 @@ def _dce(fn: ir.Function) -> ir.Function:
         params.append(p)
     body: list[ir.Instr] = []
     for instr in fn.body:
-        if instr.index not in live:
+        if instr.index not in needed:
             continue
         index = len(params) + len(body)
         m[instr.index] = ir.Ref(index, instr.name)

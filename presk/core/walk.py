@@ -1,4 +1,4 @@
-"""Walking PSK-Core ops: the operands an op reads, and an op with its operands renamed."""
+"""Walking PSK-Core: the operands an op reads, what a result needs, ops with operands renamed."""
 
 from __future__ import annotations
 
@@ -22,6 +22,19 @@ def operands(op: ir.Op) -> list[ir.Operand]:
         case ir.Get(tuple_):
             return [tuple_]
     raise CompilerBug(f"unknown op {op!r}")
+
+
+def live(fn: ir.Function) -> set[int]:
+    """The instructions whose values the result reads, directly or through others."""
+    found: set[int] = set()
+    if isinstance(fn.result, ir.Ref):
+        found.add(fn.result.index)
+    for instr in reversed(fn.body):
+        if instr.index in found:
+            for o in operands(instr.op):
+                if isinstance(o, ir.Ref):
+                    found.add(o.index)
+    return found
 
 
 def remap_operand(op: ir.Operand, m: dict[int, ir.Operand]) -> ir.Operand:

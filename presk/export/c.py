@@ -287,7 +287,7 @@ def plan_export(
     ]
     files["conformance/reference.psk.d"] = _data_file(output_type, ref_leaves)
     functions = len(host.functions) - 1
-    split = (
+    split = f"{host.dead} dead, " + (
         f"{host.splits} of them divided among up to {threads} threads"
         if host.splits
         else "on one thread"

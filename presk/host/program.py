@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from presk.core import ir as core
+from presk.core.walk import live
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Tensor, Type
 from presk.host.realization import Realization
@@ -184,6 +185,7 @@ class HostProgram:
     launches: int = 0
     launches_unfused: int = 0
     splits: int = 0
+    dead: int = 0
 
     @property
     def arena_bytes(self) -> int:
@@ -229,6 +231,7 @@ class Recorder:
         self.kernels: dict[str, tuple[str, kir.Kernel]] = {}
         self.launches = 0
         self.launches_unfused = 0
+        self.dead = 0  # launches recorded for values nothing reads
 
     # ------------------------------------------------------------ kernels
 
@@ -387,10 +390,14 @@ class _Body:
 
     def run(self) -> None:
         fn = self.fn
+        needed = live(fn)
         for instr in fn.body:
             self.let_name = instr.name
-            start = len(self.inst.body)
+            start, launches = len(self.inst.body), self.rec.launches
             self.env[instr.index] = _conform(self.step(instr), instr.type)
+            if instr.index not in needed:
+                # Computed as written, but the result never reads it: the summary says so.
+                self.rec.dead += self.rec.launches - launches
             if len(self.inst.body) > start:
                 # A comment per site, as `dump --stage core` names it.
                 site = f"{fn.name}/%{instr.index}" + (f" ({instr.name})" if instr.name else "")
@@ -795,6 +802,7 @@ def record(
         rec.launches,
         rec.launches_unfused,
         rec.splits,
+        rec.dead,
     )
 
 
