@@ -155,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _entry_args(dump)
     dump.add_argument(
-        "--realize", default="f64", help="machine type for --stage kernel: f64, f32 or bf16"
+        "--realize",
+        default="f64",
+        help="machine types for --stage kernel: f64, f32, bf16 or @FILE (a JSON realization)",
     )
     dump.add_argument(
         "--remat",

@@ -14,10 +14,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from presk.diagnostics import CompileError, Sink, Source, print_diagnostics
+from presk.diagnostics import CompileError, Diagnostic, Sink, Source, print_diagnostics
 from presk.elab.program import LoadError, UnknownConstant, load, read_source
 from presk.types.check import CheckedProgram, check_program
+
+if TYPE_CHECKING:
+    from presk.host.realization import Realization
 
 
 class CommandError(Exception):
@@ -215,28 +219,45 @@ def _dump_native(args: argparse.Namespace, stage: str) -> int:
 
     if args.entry is None:
         raise UsageError("--stage kernel needs --entry (and its --dim values)")
-    if args.realize not in ("f64", "f32", "bf16"):
-        raise UsageError(f"--realize {args.realize}: expected f64, f32 or bf16")
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    chosen = realization.default
     entry = find_entry(checked, args.entry)
     try:
         dims, prefix = bind_dims(entry, parse_bindings(args.dim, "--dim"), checked)
         layouts = [
-            layout_of_type(ty, dims, prefix or (), args.realize, default)
+            layout_of_type(ty, dims, prefix or (), chosen, default, realization.params)
             for _, ty, default in entry.info.params
         ]
-        host = record(module, entry.info.name, dims, layouts, args.realize)
+        host = record(module, entry.info.name, dims, layouts, chosen, realization=realization)
     except (RunError, HostError, TypeError) as error:
         sys.stderr.write(f"presk dump: {getattr(error, 'message', error)}\n")
         return 1
     saved = host.launches_unfused - host.launches
     share = round(100 * saved / host.launches_unfused) if host.launches_unfused else 0
     out = [
-        f"-- {len(host.kernels)} kernels, {host.launches} launches, {args.realize}",
+        f"-- {len(host.kernels)} kernels, {host.launches} launches, "
+        + (chosen if realization.uniform else f"{args.realize} (default {chosen})"),
         f"-- fusion: {host.launches_unfused} launches without it, {saved} saved ({share}%)",
     ]
     text = "\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels)
     sys.stdout.write(text)
     return 0
+
+
+def realization_of(spec: str) -> Realization | None:
+    """`--realize` parsed; a refused realization (E7002) is reported and gives None."""
+    from presk.cli import UsageError
+    from presk.host.realization import RealizationError, parse
+
+    try:
+        return parse(spec)
+    except RealizationError as error:
+        if error.code is None:
+            raise UsageError(error.message) from None
+        print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+        return None
 
 
 def _source(path: str) -> Source:

@@ -105,8 +105,12 @@ def layout_of_type(
     prefix: tuple[Axis, ...],
     dtype: str,
     default: Fraction | None = None,
+    params: dict[str, str] | None = None,
 ) -> HValue:
-    """The layout of an argument from its type alone (no values drawn)."""
+    """The layout of an argument from its type alone (no values drawn).
+
+    `params` gives a parameter leaf (by dotted path) its own storage type.
+    """
     from presk.elab.presburger import Lin
     from presk.elab.ty import Elem, Hyper, KeyT, Params, TupleT, subst
     from presk.elab.ty import Tensor as TensorT
@@ -125,7 +129,7 @@ def layout_of_type(
             concrete_params = subst(ty, env)
             assert isinstance(concrete_params, Params)
             flat = [
-                (path, layout_of_type(leaf, dims, (), dtype))
+                (path, layout_of_type(leaf, dims, (), (params or {}).get(path, dtype)))
                 for path, leaf, _ in param_leaves(concrete_params.inst)
             ]
             return _nest_layout(flat)

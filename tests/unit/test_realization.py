@@ -65,3 +65,19 @@ def test_mixed_realization_runs_inside_the_bands(tmp_path: Path, monkeypatch) ->
     refused.write_text(json.dumps({"accum": {"loss/%6": "f32"}}))
     code, _, err = run_presk(*args, "--backend", "native", "--realize", f"@{refused}")
     assert code == 1 and err.startswith("[E7002]")
+
+
+def test_kernel_dump_of_a_mixed_realization(tmp_path: Path) -> None:
+    spec = tmp_path / "r.json"
+    spec.write_text(json.dumps({"default": "f32", "storage": {"loss/%6": "f64"}}))
+    args = ("dump", "tutorial/04_grad.psk", "--stage", "kernel", "--entry", "loss",
+            "--dim", "D=3", "--dim", "B=2")
+    code, out, err = run_presk(*args, "--realize", f"@{spec}")
+    assert code == 0, err
+    assert out.splitlines()[0] == f"-- 4 kernels, 4 launches, @{spec} (default f32)"
+    # The mean is the site stored in f64; it reads the f32 squares.
+    assert "kernel mean (%0 : f32[batch: 2, 1]) -> %1 : f64[] {" in out
+    refused = tmp_path / "bad.json"
+    refused.write_text(json.dumps({"accum": {"loss/%6": "f32"}}))
+    code, out, err = run_presk(*args, "--realize", f"@{refused}")
+    assert code == 1 and err.startswith("[E7002]") and out == ""
