@@ -159,3 +159,18 @@ def test_the_summary_counts_launches_nothing_reads(tmp_path: Path) -> None:
                                "-o", str(tmp_path / "a"))
     assert code == 0, err
     assert "(0 dead, on one thread)" in out
+
+
+def test_a_mixed_realization_exports_with_the_native_bits(tmp_path: Path) -> None:
+    spec = tmp_path / "r.json"
+    spec.write_text('{"default": "f32", "storage": {"loss/%6": "f64"}}')
+    out = tmp_path / "mixed"
+    code, stdout, err = run_presk("export", "tutorial/04_grad.psk", "--entry", "loss",
+                                  "--dim", "D=3", "--dim", "B=2", "--realize", f"@{spec}",
+                                  "-o", str(out))
+    assert code == 0, err
+    assert f"in @{spec}:" in stdout
+    done = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "the native backend's, bit for bit" in done.stdout
+    assert "double" in (out / "kernels.c").read_text()  # the f64 site

@@ -24,6 +24,7 @@ from presk import __version__, resources
 from presk.backends.native import Prepared, _array, prepare
 from presk.cgen.program import Unit, _env
 from presk.host.program import HKey, HTensor
+from presk.host.realization import Realization
 from presk.interp import rng
 from presk.interp.reference import Interpreter, Tree, Value
 from presk.interp.tensor import Tensor
@@ -148,14 +149,20 @@ def plan_export(
     dtype: str,
     threads: int,
     directory: str,
+    realization: Realization | None = None,
 ) -> ExportPlan:
-    """Record, run and print everything an export writes."""
+    """Record, run and print everything an export writes.
+
+    `dtype` names the realization in messages (a type, or `@FILE`); `realization`,
+    when given, is what it says (per-site and per-parameter types).
+    """
     banner = (
         f"{source}: entry {entry_text} at "
         + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "no dims")
         + f" in {dtype}"
     )
-    prepared = prepare(module, entry_name, dims, inputs, dtype, banner, threads)
+    chosen = realization or Realization(dtype)
+    prepared = prepare(module, entry_name, dims, inputs, chosen.default, banner, threads, chosen)
     unit, host = prepared.unit, prepared.host
     native_out = _output_arrays(prepared, inputs)
     with gmpy2.context(precision=256):

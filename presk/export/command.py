@@ -23,7 +23,7 @@ def export_command(args: argparse.Namespace) -> int:
     from presk.interp.reference import RunError
     from presk.interp.run import _natural, bind_dims, concrete_type, default_threads, find_entry
     from presk.interp.synth import synthesize
-    from presk.pipeline import const_overrides, front_end, parse_bindings
+    from presk.pipeline import const_overrides, front_end, parse_bindings, realization_of
 
     if args.target != "c":
         sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
@@ -34,8 +34,11 @@ def export_command(args: argparse.Namespace) -> int:
         raise UsageError("--entry is required")
     if args.output is None:
         raise UsageError("-o DIR is required")
-    if args.realize not in ("f64", "f32", "bf16"):
-        raise UsageError(f"--realize {args.realize}: expected f64, f32 or bf16")
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    if args.mode == "scop" and not realization.uniform:
+        raise UsageError("--mode scop writes point zero: one type, f64, f32 or bf16")
     threads = 1 if args.threads is None else _natural("--threads", "", args.threads, 1, 1024)
     del default_threads
     checked, _ = front_end(args.file, const_overrides(args.const))
@@ -73,7 +76,14 @@ def export_command(args: argparse.Namespace) -> int:
             if threads != 1:
                 raise UsageError("--mode scop writes each nest at one worker: drop --threads")
             plan = plan_scop(
-                module, info.name, entry.text, args.file, dims, inputs, args.realize, args.output
+                module,
+                info.name,
+                entry.text,
+                args.file,
+                dims,
+                inputs,
+                realization.default,
+                args.output,
             )
         else:
             plan = plan_export(
@@ -89,6 +99,7 @@ def export_command(args: argparse.Namespace) -> int:
                 args.realize,
                 threads,
                 args.output,
+                realization,
             )
         write_plan(plan, args.output)
     except ExportError as error:
