@@ -62,6 +62,21 @@ def check_one(name: str, args: list[str], realize: str, compilers: list[str]) ->
     return None
 
 
+def check_scop(args: list[str], realize: str, compilers: list[str]) -> str | None:
+    """None when every nest of `--mode scop` gives the native bits on every compiler."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "scop"
+        done = _run([*PRESK, "export", *args, "--mode", "scop", "--realize", realize, "-o", str(out)], ROOT)
+        if done.returncode != 0:
+            return f"export failed: {done.stderr.strip()[-300:]}"
+        for cc in compilers:
+            _run(["make", "-s", "clean"], out)
+            check = _run(["make", "-s", f"CC={cc}", "check"], out)
+            if check.returncode != 0 or "warning" in check.stderr:
+                return f"{cc}: {(check.stdout + check.stderr).strip()[-300:]}"
+    return None
+
+
 def main(argv: list[str]) -> int:
     fast = "--fast" in argv
     compilers = [cc for cc in ("gcc", "clang") if shutil.which(cc)]
@@ -78,6 +93,16 @@ def main(argv: list[str]) -> int:
             if problem is None:
                 passed += 1
                 print(f"ok    {label:<36} {', '.join(compilers)} × OpenMP on/off × 1, 2 threads")
+            else:
+                failed += 1
+                print(f"FAIL  {label:<36} {problem}")
+            if fast:
+                continue
+            problem = check_scop(args, realize, compilers)
+            label = f"{name} [{realize}, scop]"
+            if problem is None:
+                passed += 1
+                print(f"ok    {label:<36} every nest at point zero, {', '.join(compilers)}")
             else:
                 failed += 1
                 print(f"FAIL  {label:<36} {problem}")
