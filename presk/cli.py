@@ -186,7 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="program",
         help="program (default): the entry as one program; scop: each nest alone, at point zero",
     )
-    export.add_argument("--realize", default="f64", help="f64 (default), f32 or bf16")
+    export.add_argument(
+        "--realize", default="f64", help="f64 (default), f32, bf16 or @FILE (a JSON realization)"
+    )
+    export.add_argument(
+        "--plan", default=None, metavar="@FILE", help="a plan of `presk plan` (not built yet)"
+    )
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
 

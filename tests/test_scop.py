@@ -235,3 +235,9 @@ def test_bad_mode_and_threads_are_one_line_errors(tmp_path: Path) -> None:
     )
     assert code == 2 and err.count("\n") == 1 and "one worker" in err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_plan_is_not_built_yet(tmp_path: Path) -> None:
+    code, _, err = run_presk("export", *ATTEND, "--plan", "@p.json", "-o", str(tmp_path / "p"))
+    assert code == 2 and "not built yet" in err and err.count("\n") == 1
+    assert not (tmp_path / "p").exists()

@@ -28,6 +28,9 @@ def export_command(args: argparse.Namespace) -> int:
     if args.target != "c":
         sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
         return 2
+    if args.plan is not None:
+        sys.stderr.write("presk export: not built yet: `--plan` (plans come from `presk plan`)\n")
+        return 2
     if args.mode not in ("program", "scop"):
         raise UsageError(f"--mode {args.mode}: expected program or scop")
     if args.entry is None:
