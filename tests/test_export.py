@@ -174,3 +174,34 @@ def test_a_mixed_realization_exports_with_the_native_bits(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "the native backend's, bit for bit" in done.stdout
     assert "double" in (out / "kernels.c").read_text()  # the f64 site
+
+
+def _sanitizers_work(tmp_path: Path) -> bool:
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    done = subprocess.run(["cc", "-fsanitize=address,undefined", str(probe), "-o",
+                           str(tmp_path / "probe")], capture_output=True)
+    return done.returncode == 0
+
+
+SANITIZE = "-std=c11 -ffp-contract=off -O1 -g -Wall -Wextra -fsanitize=address,undefined " \
+    "-fno-sanitize-recover=all"
+
+
+def test_runs_clean_under_address_and_undefined_sanitizers(tmp_path: Path) -> None:
+    if not _sanitizers_work(tmp_path):
+        pytest.skip("this compiler has no ASan/UBSan runtime")
+    out = tmp_path / "a"
+    run_presk("export", "tests/ad/minigpt_grad.psk", "--entry", "loss_grad", *c_export.MINI,
+              "--dim", "B=2", "--dim", "T=4", "--realize", "bf16", "--threads", "2",
+              "-o", str(out))
+    done = subprocess.run(["make", "-s", "-C", str(out), f"CFLAGS={SANITIZE}", "check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr
+    scop = tmp_path / "s"
+    run_presk("export", "tests/ad/minigpt_grad.psk", "--entry", "loss_grad", *c_export.MINI,
+              "--dim", "B=2", "--dim", "T=4", "--mode", "scop", "-o", str(scop))
+    done = subprocess.run(["make", "-s", "-C", str(scop),
+                           f"CFLAGS={SANITIZE} -Wno-unknown-pragmas", "check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr
