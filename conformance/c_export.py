@@ -88,24 +88,28 @@ def main(argv: list[str]) -> int:
         if fast and name not in FAST:
             continue
         for realize in ("f64", "f32", "bf16"):
-            problem = check_one(name, args, realize, compilers)
-            label = f"{name} [{realize}]"
-            if problem is None:
-                passed += 1
-                print(f"ok    {label:<36} {', '.join(compilers)} × OpenMP on/off × 1, 2 threads")
-            else:
-                failed += 1
-                print(f"FAIL  {label:<36} {problem}")
-            if fast:
-                continue
-            problem = check_scop(args, realize, compilers)
-            label = f"{name} [{realize}, scop]"
-            if problem is None:
-                passed += 1
-                print(f"ok    {label:<36} every nest at point zero, {', '.join(compilers)}")
-            else:
-                failed += 1
-                print(f"FAIL  {label:<36} {problem}")
+            runs = [
+                (
+                    f"{name} [{realize}]",
+                    check_one(name, args, realize, compilers),
+                    f"{', '.join(compilers)} × OpenMP on/off × 1, 2 threads",
+                )
+            ]
+            if not fast:
+                runs.append(
+                    (
+                        f"{name} [{realize}, scop]",
+                        check_scop(args, realize, compilers),
+                        f"every nest at point zero, {', '.join(compilers)}",
+                    )
+                )
+            for label, problem, what in runs:
+                if problem is None:
+                    passed += 1
+                    print(f"ok    {label:<36} {what}")
+                else:
+                    failed += 1
+                    print(f"FAIL  {label:<36} {problem}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
