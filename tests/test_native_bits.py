@@ -21,7 +21,11 @@ from presk.build import compile as build
 from presk.elab.presburger import Lin
 from presk.elab.ty import Params, subst
 from presk.interp.synth import synthesize
+from presk.kernel import ir
+from presk.kernel.ir import Buffer
+from presk.kernel.text import kernel_text
 from presk.pipeline import front_end
+from presk.sched import split
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -41,8 +45,15 @@ def _setup(path: str, entry: str, dims: dict[str, int], consts: dict[str, int] |
     env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
     with gmpy2.context(precision=53):
         inputs = [
-            synthesize(subst(t, env), n, "theta" if isinstance(t, Params) else f"input/{n}",
-                       dims, None, 0, d)
+            synthesize(
+                subst(t, env),
+                n,
+                "theta" if isinstance(t, Params) else f"input/{n}",
+                dims,
+                None,
+                0,
+                d,
+            )
             for n, t, d in info.params
         ]
     return module, info.name, inputs
@@ -55,8 +66,10 @@ def _bits(module, name, dims, inputs, dtype, threads=1) -> list[bytes]:
     return [a.tobytes() for a in bound.outputs]
 
 
+# (32, 20): the packed form in one block of K; (32, 600): three blocks of 200, the
+# accumulators reloaded from the output; (32, 514): no block fits, the [4, 16] tile.
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("n, m", [(32, 20), (16, 7), (8, 8)])
+@pytest.mark.parametrize("n, m", [(32, 20), (16, 7), (8, 8), (32, 600), (32, 514)])
 def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n, m) -> None:
     src = tmp_path / "gemm.psk"
     src.write_text(GEMM)
@@ -68,10 +81,11 @@ def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n,
 
 
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
-def test_threads_give_the_same_bits(tmp_path, dtype) -> None:
+@pytest.mark.parametrize("n, m", [(256, 128), (96, 768)])
+def test_threads_give_the_same_bits(tmp_path, dtype, n, m) -> None:
     src = tmp_path / "gemm.psk"
     src.write_text(GEMM + "fn mix(x : ℝ[N, M]) -> ℝ[N, M] = exp(x) * 2 + x\n")
-    dims = {"N": 256, "M": 128}
+    dims = {"N": n, "M": m}
     for entry in ("gemm", "mix"):
         module, name, inputs = _setup(str(src), entry, dims)
         one = _bits(module, name, dims, inputs, dtype, threads=1)
@@ -105,6 +119,73 @@ def test_march_native_and_compilers_change_no_bit(monkeypatch, cc) -> None:
     assert _bits(module, name, dims, inputs, "f32") == reference
     monkeypatch.setattr("presk.backends.native.build", without_native)
     assert _bits(module, name, dims, inputs, "f32") == reference
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_packed_form_without_march_native_changes_no_bit(tmp_path, monkeypatch, cc) -> None:
+    """16-lane vectors lowered to SSE2 by either compiler still add one lane at a time."""
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed")
+    src = tmp_path / "gemm.psk"
+    src.write_text(GEMM)
+    dims = {"N": 32, "M": 600}
+    module, name, inputs = _setup(str(src), "gemm", dims)
+    monkeypatch.setattr(lower, "TILES", False)
+    reference = _bits(module, name, dims, inputs, "f32")
+    monkeypatch.setattr(lower, "TILES", True)
+    monkeypatch.setenv("PRESK_CC", cc)
+    original = build.build
+
+    def without_native(text: str, *, openmp: bool = False, march_native: bool = True):
+        return original(text, openmp=openmp, march_native=False)
+
+    monkeypatch.setattr("presk.backends.native.build", without_native)
+    assert _bits(module, name, dims, inputs, "f32") == reference
+
+
+def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
+    return Buffer(index, dtype, ((None, rows), (None, cols)))
+
+
+@pytest.mark.parametrize(
+    "dtype, m, k, n, packed",
+    [
+        ("f32", 1024, 1024, 1024, (16, 256)),  # the benchmark: four blocks of 256
+        ("f32", 32, 600, 32, (16, 200)),  # the largest divisor of K that fills a panel
+        ("f32", 8, 7, 64, (16, 7)),  # all of a short K in one block
+        ("f64", 16, 20, 16, (8, 20)),  # 8 double lanes, 16 columns
+        ("f32", 32, 514, 32, None),  # K's divisors are too small: the [4, 16] tile
+        ("f32", 32, 20, 16, None),  # 16 columns are not a multiple of 32
+        ("f32", 6, 20, 32, None),  # rows not a multiple of 4
+        ("bf16", 32, 20, 32, None),  # bf16 sums elsewhere
+    ],
+)
+def test_packed_form_applies_where_its_conditions_hold(dtype, m, k, n, packed) -> None:
+    a, b, out = _matrix(0, dtype, m, k), _matrix(1, dtype, k, n), _matrix(2, dtype, m, n)
+    assert lower._packed_shape(a, b, out) == packed
+    kernel = lower.lower(
+        lower.Launch([lower.Step("dot", {}, [a, b], out.axes)], [a, b], out), dtype
+    )
+    text = kernel_text(kernel)
+    assert ("scratch %3" in text) == (packed is not None)
+    if packed is not None and n > 2 * packed[0] and m * k * n >= split.WORK_THRESHOLD:
+        assert split.splittable(kernel)  # two column panels or more, and work enough
+
+
+def test_scratch_stores_do_not_stop_a_split_but_outer_ones_do() -> None:
+    """A scratch buffer declared inside the outer loop is one iteration's own."""
+    a, b, out = _matrix(0, "f32", 64, 512), _matrix(1, "f32", 512, 64), _matrix(2, "f32", 64, 64)
+    kernel = lower.lower(
+        lower.Launch([lower.Step("dot", {}, [a, b], out.axes)], [a, b], out), "f32"
+    )
+    assert split.splittable(kernel)
+    (loop,) = kernel.body
+    assert isinstance(loop, ir.For)
+    (scratch,) = loop.body
+    assert isinstance(scratch, ir.Scratch)
+    # The same scratch around the outer loop would carry values from one iteration to the next.
+    hoisted = ir.Kernel(kernel.name, "f32", kernel.inputs, kernel.outputs, (scratch,))
+    assert not split.splittable(hoisted)
 
 
 def test_native_matches_reference_digits_for_attention() -> None:

@@ -17,7 +17,7 @@ from fractions import Fraction
 import gmpy2
 
 from presk.kernel import ir
-from presk.kernel.text import kernel_text
+from presk.kernel.text import kernel_text, vector_lanes
 
 C_STORAGE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
 C_ARITH = {"f64": "double", "f32": "float", "bf16": "float"}
@@ -58,6 +58,7 @@ class _Printer:
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
         self._load_count = 0  # vector load temporaries are numbered through the kernel
+        self.wide = False  # whether a 16-lane float vector (not in the runtime header) is used
 
     def index(self, e: ir.Index) -> str:
         match e:
@@ -172,9 +173,13 @@ class _Printer:
                 case ir.VStore(buffer, idx, value):
                     out.extend(f"{pad}{line}" for line in self.vector_loads(value))
                     target = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
-                    out.append(
-                        f"{pad}memcpy({target}, &{self.vexpr(value)}, sizeof({self.vtype}));"
-                    )
+                    vtype = self.vector_type(vector_lanes(value))
+                    out.append(f"{pad}memcpy({target}, &{self.vexpr(value)}, sizeof({vtype}));")
+                case ir.Scratch(buffer, inner):
+                    out.append(f"{pad}{{")
+                    out.append(f"{pad}    {self.scratch(buffer)}")
+                    out.extend(self.stmts(inner, depth + 1))
+                    out.append(f"{pad}}}")
                 case ir.Random(name, key, counter):
                     key_name = self.names[key.index]
                     draw = f"presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}))"
@@ -185,6 +190,26 @@ class _Printer:
     def vtype(self) -> str:
         return "presk_v8d" if self.arith == "f64" else "presk_v8f"
 
+    def vector_type(self, lanes: int) -> str:
+        """The vector type of `lanes` lanes: 8 doubles, or 8 or 16 floats (64 bytes, one zmm)."""
+        if self.arith == "f64" or lanes == 8:
+            assert lanes == 8, f"no vector type of {lanes} {self.arith} lanes"
+            return self.vtype
+        assert lanes == 16, f"no vector type of {lanes} {self.arith} lanes"
+        self.wide = True
+        return "presk_v16f"
+
+    def scratch(self, buffer: ir.Buffer) -> str:
+        """A scratch buffer's declaration: a local array, aligned for whole-vector loads."""
+        name = self.names[buffer.index] = f"b{buffer.index}"
+        return f"_Alignas(64) {C_STORAGE[buffer.dtype]} {name}[{buffer.size}];"
+
+    def typedefs(self) -> list[str]:
+        """Local typedefs of vector types the runtime header lacks (known once body is printed)."""
+        if not self.wide:
+            return []
+        return ["    typedef float presk_v16f __attribute__((vector_size(64)));"]
+
     def vector_loads(self, v: ir.VExpr) -> list[str]:
         """Unaligned loads of a vector expression's operands into numbered temporaries."""
         out: list[str] = []
@@ -192,12 +217,12 @@ class _Printer:
 
         def visit(e: ir.VExpr) -> None:
             match e:
-                case ir.VLoad(buffer, idx, _):
+                case ir.VLoad(buffer, idx, lanes):
                     self._load_count += 1
                     name = f"vl{self._load_count}"
                     self._loads[id(e)] = name
                     source = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
-                    out.append(f"{self.vtype} {name};")
+                    out.append(f"{self.vector_type(lanes)} {name};")
                     out.append(f"memcpy(&{name}, {source}, sizeof {name});")
                 case ir.VBin(_, left, right):
                     visit(left)
@@ -212,7 +237,7 @@ class _Printer:
                 return self._loads[id(v)]
             case ir.Splat(value, lanes):
                 scalar = self.expr(value)
-                return f"(({self.vtype}){{{', '.join([scalar] * lanes)}}})"
+                return f"(({self.vector_type(lanes)}){{{', '.join([scalar] * lanes)}}})"
             case ir.VBin(op, left, right):
                 return f"({self.vexpr(left)} {op} {self.vexpr(right)})"
             case ir.VVar(name):
@@ -234,8 +259,10 @@ class _Printer:
                         visit(other)
                     case ir.Random(name):
                         seen.setdefault(name, "double")
-                    case ir.VLet(name):
-                        seen.setdefault(name, self.vtype)
+                    case ir.VLet(name, _, lanes):
+                        seen.setdefault(name, self.vector_type(lanes))
+                    case ir.Scratch(_, inner):
+                        visit(inner)
 
         visit(self.kernel.body)
         return [
@@ -261,15 +288,19 @@ def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
     """A kernel as a `static` C function under its PSK-Kernel text."""
     p = _Printer(kernel)
     comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
+    # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
+    voids = [f"    (void){name};" for name in p.names.values()]
+    # The body first: it tells which vector types the declarations need.
+    decls, body = p.scalars(), p.stmts(kernel.body, 1)
     lines = [
         "/*",
         comment,
         " */",
         f"static void {c_name}({p.params()}) {{",
-        # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
-        *(f"    (void){name};" for name in p.names.values()),
-        *p.scalars(),
-        *p.stmts(kernel.body, 1),
+        *p.typedefs(),
+        *voids,
+        *decls,
+        *body,
         "}",
     ]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 A `Kernel` reads input buffers and writes one output buffer (a few adjoint
 kernels write two). Its body is a tree of statements: `For` loops with a
 constant bound, `Let` scalar bindings, `Store`s into a buffer at an index,
-and `If`. Expressions are loads, scalar variables, constants, arithmetic,
+and `If`; tiled forms add vector statements and `Scratch`, a local buffer
+a panel is packed into. Expressions are loads, scalar variables, constants, arithmetic,
 calls of the libm functions, comparisons and selections; indices are
 integer expressions over loop variables.
 
@@ -257,7 +258,21 @@ class VStore:
     value: VExpr
 
 
-Stmt = For | Let | Store | If | Random | VLet | VStore
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    """A kernel-local buffer that exists for the duration of `body`, undefined on entry.
+
+    A tiled contraction copies (packs) a panel of an operand into it so that
+    its inner loop reads consecutive memory; a copy changes no bit. Its
+    index follows the kernel's own buffers. Declared inside a loop, it
+    belongs to one iteration: the workers of a split kernel never share one.
+    """
+
+    buffer: Buffer
+    body: tuple[Stmt, ...]
+
+
+Stmt = For | Let | Store | If | Random | VLet | VStore | Scratch
 
 
 @dataclass(frozen=True, slots=True)

@@ -321,11 +321,23 @@ LANES = 8  # output columns per tile of a blocked dot
 # Tiled contraction forms; off, every dot is row-wise (a test compares the bits).
 TILES = True
 
+# The packed form: a [4, 2 vectors] register tile of 64-byte vectors (16 f32 or 8 f64
+# lanes, one AVX-512 register), reading b from a KC × width panel copied into scratch.
+VECTOR_BYTES = 64
+PACK_ROWS = 4
+PACK_VECTORS = 2
+PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
+ELEMENT_BYTES = {"f64": 8, "f32": 4}
+
 
 def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, b = step.operands
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out = launch.output
+    packed = _packed_shape(a, b, out) if names.tiles else None
+    if packed is not None:
+        scratch = 1 + max(buf.index for buf in (*launch.inputs, out, *launch.outputs))
+        return _dot_packed(a, b, out, names, scratch, *packed)
     if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
         if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
             return _dot_block(a, b, out, names, rows=4, vectors=2)
@@ -412,16 +424,8 @@ def _dot_block(
     row = [IBin("+", IBin("*", IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
     col = [IBin("+", IBin("*", IVar(jb), IConst(width)), IConst(c * LANES)) for c in range(vectors)]
     acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
-    loads = [f"w{c}" for c in range(vectors)]
-    inner: list[Stmt] = [
-        ir.VLet(loads[c], ir.VLoad(b, (IVar(k), col[c]), LANES), LANES) for c in range(vectors)
-    ]
-    for r in range(rows):
-        s = names.scalar()
-        inner.append(Let(s, Load(a, (row[r], IVar(k)))))
-        for c in range(vectors):
-            term = ir.VBin("*", ir.Splat(Var(s), LANES), ir.VVar(loads[c], LANES))
-            inner.append(ir.VLet(acc[r][c], ir.VBin("+", ir.VVar(acc[r][c], LANES), term), LANES))
+    b_vectors = [ir.VLoad(b, (IVar(k), col[c]), LANES) for c in range(vectors)]
+    inner = _tile_step(names, acc, [Load(a, (row[r], IVar(k))) for r in range(rows)], b_vectors)
     zero: list[Stmt] = [
         ir.VLet(acc[r][c], ir.Splat(ZERO, LANES), LANES)
         for r in range(rows)
@@ -432,9 +436,117 @@ def _dot_block(
         for r in range(rows)
         for c in range(vectors)
     ]
-    body = (*zero, For(k, a.shape[1], tuple(inner)), *stores)
+    body = (*zero, For(k, a.shape[1], inner), *stores)
     # Column panels outermost: a panel of b (K × 16) stays in cache for every row block.
     return (For(jb, b.shape[1] // width, (For(ib, a.shape[0] // rows, body),)),)
+
+
+def _packed_shape(a: Buffer, b: Buffer, out: Buffer) -> tuple[int, int] | None:
+    """(lanes, k-block) of the packed form, or None where its conditions do not hold.
+
+    A plain matrix product in one type, rows a multiple of the tile's, columns
+    a multiple of its width, and K cut into equal blocks that fill a panel.
+    """
+    dtype = out.dtype
+    if dtype not in ELEMENT_BYTES or a.dtype != dtype or b.dtype != dtype:
+        return None
+    if len(a.axes) != 2 or len(b.axes) != 2:
+        return None
+    lanes = VECTOR_BYTES // ELEMENT_BYTES[dtype]
+    width = lanes * PACK_VECTORS
+    if a.shape[0] % PACK_ROWS or b.shape[1] % width:
+        return None
+    kc = _k_block(a.shape[1], PANEL_BYTES // (width * ELEMENT_BYTES[dtype]))
+    return None if kc is None else (lanes, kc)
+
+
+def _k_block(k: int, most: int) -> int | None:
+    """All of K if it fits a panel, else its largest divisor up to `most` (None if tiny)."""
+    if k <= most:
+        return k
+    kc = max(d for d in range(1, most + 1) if k % d == 0)
+    return kc if 4 * kc >= most else None
+
+
+def _dot_packed(
+    a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, lanes: int, kc: int
+) -> tuple[Stmt, ...]:
+    """A [4, 2·lanes] register tile reading b from a packed panel, K in blocks of `kc`.
+
+    For each column panel (the outer, split loop), each block of K is copied
+    into a `kc` × width scratch panel: consecutive in memory, where b's own
+    rows lie a whole row apart (4 KiB at N = 1024 in f32, all in one cache
+    set). Every row block then runs its tile over the block, starting its
+    accumulators at 0 in the first block and at the sums stored in the output
+    by the previous one: an f32 or f64 stored and reloaded is exact, so each
+    lane still adds its terms one at a time in increasing k from 0, and the
+    bits are the row-wise form's.
+    """
+    rows, vectors = PACK_ROWS, PACK_VECTORS
+    width = lanes * vectors
+    blocks = a.shape[1] // kc
+    jb = names.loop()
+    kb = names.loop() if blocks > 1 else None
+    kp, ib, k = names.loop(), names.loop(), names.loop()
+    panel = Buffer(scratch, b.dtype, ((None, kc), (None, width)))
+
+    def in_k(var: str) -> Index:
+        """The position in K of step `var` of the current block."""
+        if kb is None:
+            return IVar(var)
+        return IBin("+", IBin("*", IVar(kb), IConst(kc)), IVar(var))
+
+    row = [IBin("+", IBin("*", IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
+    col = [IBin("+", IBin("*", IVar(jb), IConst(width)), IConst(c * lanes)) for c in range(vectors)]
+    acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
+    pack = For(
+        kp,
+        kc,
+        tuple(
+            ir.VStore(panel, (IVar(kp), IConst(c * lanes)), ir.VLoad(b, (in_k(kp), col[c]), lanes))
+            for c in range(vectors)
+        ),
+    )
+    b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
+    a_rows = [Load(a, (row[r], in_k(k))) for r in range(rows)]
+    step = _tile_step(names, acc, a_rows, b_vectors)
+    zero: tuple[Stmt, ...] = tuple(
+        ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes)
+        for r in range(rows)
+        for c in range(vectors)
+    )
+    reload = tuple(
+        ir.VLet(acc[r][c], ir.VLoad(out, (row[r], col[c]), lanes), lanes)
+        for r in range(rows)
+        for c in range(vectors)
+    )
+    start = zero if kb is None else (If(Cmp("==", IVar(kb), IConst(0)), zero, reload),)
+    stores = tuple(
+        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], lanes))
+        for r in range(rows)
+        for c in range(vectors)
+    )
+    tiles = For(ib, a.shape[0] // rows, (*start, For(k, kc, step), *stores))
+    block: tuple[Stmt, ...] = (pack, tiles)
+    if kb is not None:
+        block = (For(kb, blocks, block),)
+    return (For(jb, b.shape[1] // width, (ir.Scratch(panel, block),)),)
+
+
+def _tile_step(
+    names: Names, acc: list[list[str]], a_rows: list[Load], b_vectors: list[ir.VLoad]
+) -> tuple[Stmt, ...]:
+    """One step in k of a register tile: acc[r][c] += splat(a_rows[r]) * b_vectors[c]."""
+    lanes = b_vectors[0].lanes
+    loads = [f"w{c}" for c in range(len(b_vectors))]
+    step: list[Stmt] = [ir.VLet(w, v, lanes) for w, v in zip(loads, b_vectors, strict=True)]
+    for r, a_at in enumerate(a_rows):
+        s = names.scalar()
+        step.append(Let(s, a_at))
+        for c, w in enumerate(loads):
+            term = ir.VBin("*", ir.Splat(Var(s), lanes), ir.VVar(w, lanes))
+            step.append(ir.VLet(acc[r][c], ir.VBin("+", ir.VVar(acc[r][c], lanes), term), lanes))
+    return tuple(step)
 
 
 def arith_accumulates_in_output(out: Buffer) -> bool:

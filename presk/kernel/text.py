@@ -61,12 +61,13 @@ def expr(e: ir.Expr | ir.Index | ir.Cmp) -> str:
             return index(e)
 
 
-def _lanes(v: ir.VExpr) -> int:
+def vector_lanes(v: ir.VExpr) -> int:
+    """The lanes of a vector expression."""
     match v:
         case ir.VLoad(_, _, lanes) | ir.Splat(_, lanes) | ir.VVar(_, lanes):
             return lanes
         case ir.VBin(_, left, _):
-            return _lanes(left)
+            return vector_lanes(left)
 
 
 def vexpr(v: ir.VExpr) -> str:
@@ -110,7 +111,13 @@ def stmts(body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
                 lines.append(f"{pad}{name} <v= {vexpr(value)}")
             case ir.VStore(buffer, idx, value):
                 where = ", ".join(index(i) for i in idx)
-                lines.append(f"{pad}%{buffer.index}[{where}..+{_lanes(value)}] <v= {vexpr(value)}")
+                lines.append(
+                    f"{pad}%{buffer.index}[{where}..+{vector_lanes(value)}] <v= {vexpr(value)}"
+                )
+            case ir.Scratch(buffer, inner):
+                lines.append(f"{pad}scratch {buffer_type(buffer)} {{")
+                lines.extend(stmts(inner, depth + 1))
+                lines.append(f"{pad}}}")
     return lines
 
 

@@ -6,12 +6,15 @@ no two iterations write the same element and none reads another's — and
 when its work is large enough to pay for waking the workers. Each worker
 takes a contiguous range [n·t/w, n·(t+1)/w) of that loop and computes
 exactly what the single thread computes there: the bits do not depend on
-the number of threads.
+the number of threads. A `Scratch` buffer declared inside the outer loop is
+one iteration's own (undefined on entry, a local array of the worker's
+function), so its stores are not the kernel's writes.
 """
 
 from __future__ import annotations
 
 from presk.kernel import ir
+from presk.kernel.text import vector_lanes
 
 # Below this many innermost iterations a split costs more than it saves.
 WORK_THRESHOLD = 1 << 15
@@ -24,17 +27,23 @@ def outer_bound(kernel: ir.Kernel) -> int:
     return loop.bound
 
 
-def _stores(body: tuple[ir.Stmt, ...]) -> list[ir.Store | ir.VStore]:
+def _stores(
+    body: tuple[ir.Stmt, ...], scratch: frozenset[int] = frozenset()
+) -> list[ir.Store | ir.VStore]:
+    """The stores of `body` into buffers other than the scratch buffers it declares."""
     out: list[ir.Store | ir.VStore] = []
     for s in body:
         match s:
             case ir.Store() | ir.VStore():
-                out.append(s)
+                if s.buffer.index not in scratch:
+                    out.append(s)
             case ir.For(_, _, inner):
-                out.extend(_stores(inner))
+                out.extend(_stores(inner, scratch))
             case ir.If(_, then, other):
-                out.extend(_stores(then))
-                out.extend(_stores(other))
+                out.extend(_stores(then, scratch))
+                out.extend(_stores(other, scratch))
+            case ir.Scratch(buffer, inner):
+                out.extend(_stores(inner, scratch | {buffer.index}))
     return out
 
 
@@ -46,6 +55,8 @@ def _work(body: tuple[ir.Stmt, ...]) -> int:
                 total += bound * max(1, _work(inner))
             case ir.If(_, then, other):
                 total += max(_work(then), _work(other))
+            case ir.Scratch(_, inner):
+                total += _work(inner)
             case _:
                 total += 1
     return total
@@ -69,11 +80,7 @@ def splittable(kernel: ir.Kernel) -> bool:
 def _width(store: ir.Store | ir.VStore) -> int:
     """Elements a store writes along its last index (lanes for a vector store)."""
     if isinstance(store, ir.VStore):
-        value = store.value
-        while isinstance(value, ir.VBin):
-            value = value.left
-        assert not isinstance(value, ir.VBin)
-        return value.lanes
+        return vector_lanes(store.value)
     return 1
 
 
