@@ -67,9 +67,11 @@ def _bits(module, name, dims, inputs, dtype, threads=1) -> list[bytes]:
 
 
 # (32, 20): the packed form in one block of K; (32, 600): three blocks of 200, the
-# accumulators reloaded from the output; (32, 514): no block fits, the [4, 16] tile.
-@pytest.mark.parametrize("dtype", ["f64", "f32"])
-@pytest.mark.parametrize("n, m", [(32, 20), (16, 7), (8, 8), (32, 600), (32, 514)])
+# accumulators reloaded from the output (bf16: from an f32 scratch); (256, 600): bf16's
+# sums in two chunks of 128 rows; (32, 514): no block fits, the [4, 16] tile (bf16: the
+# scalar form, compared with itself).
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize("n, m", [(32, 20), (16, 7), (8, 8), (32, 600), (256, 600), (32, 514)])
 def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n, m) -> None:
     src = tmp_path / "gemm.psk"
     src.write_text(GEMM)
@@ -121,8 +123,9 @@ def test_march_native_and_compilers_change_no_bit(monkeypatch, cc) -> None:
     assert _bits(module, name, dims, inputs, "f32") == reference
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
-def test_packed_form_without_march_native_changes_no_bit(tmp_path, monkeypatch, cc) -> None:
+def test_packed_form_without_march_native_changes_no_bit(tmp_path, monkeypatch, cc, dtype) -> None:
     """16-lane vectors lowered to SSE2 by either compiler still add one lane at a time."""
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} is not installed")
@@ -131,16 +134,17 @@ def test_packed_form_without_march_native_changes_no_bit(tmp_path, monkeypatch, 
     dims = {"N": 32, "M": 600}
     module, name, inputs = _setup(str(src), "gemm", dims)
     monkeypatch.setattr(lower, "TILES", False)
-    reference = _bits(module, name, dims, inputs, "f32")
+    reference = _bits(module, name, dims, inputs, dtype)
     monkeypatch.setattr(lower, "TILES", True)
     monkeypatch.setenv("PRESK_CC", cc)
+    assert _bits(module, name, dims, inputs, dtype) == reference
     original = build.build
 
     def without_native(text: str, *, openmp: bool = False, march_native: bool = True):
         return original(text, openmp=openmp, march_native=False)
 
     monkeypatch.setattr("presk.backends.native.build", without_native)
-    assert _bits(module, name, dims, inputs, "f32") == reference
+    assert _bits(module, name, dims, inputs, dtype) == reference
 
 
 def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
@@ -150,25 +154,27 @@ def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
 @pytest.mark.parametrize(
     "dtype, m, k, n, packed",
     [
-        ("f32", 1024, 1024, 1024, (16, 256)),  # the benchmark: four blocks of 256
-        ("f32", 32, 600, 32, (16, 200)),  # the largest divisor of K that fills a panel
-        ("f32", 8, 7, 64, (16, 7)),  # all of a short K in one block
-        ("f64", 16, 20, 16, (8, 20)),  # 8 double lanes, 16 columns
+        ("f32", 1024, 1024, 1024, (16, 256, 1024)),  # the benchmark: four blocks of 256
+        ("f32", 32, 600, 32, (16, 200, 32)),  # the largest divisor of K that fills a panel
+        ("f32", 8, 7, 64, (16, 7, 8)),  # all of a short K in one block
+        ("f64", 16, 20, 16, (8, 20, 16)),  # 8 double lanes, 16 columns
+        ("bf16", 1024, 1024, 1024, (16, 256, 128)),  # sums in 16 KiB of f32: 128 rows
+        ("bf16", 36, 600, 32, (16, 200, 36)),  # a chunk is every row that fits
+        ("bf16", 1000, 20, 32, (16, 20, 1000)),  # one block: the sums stay in registers
         ("f32", 32, 514, 32, None),  # K's divisors are too small: the [4, 16] tile
         ("f32", 32, 20, 16, None),  # 16 columns are not a multiple of 32
         ("f32", 6, 20, 32, None),  # rows not a multiple of 4
-        ("bf16", 32, 20, 32, None),  # bf16 sums elsewhere
     ],
 )
 def test_packed_form_applies_where_its_conditions_hold(dtype, m, k, n, packed) -> None:
     a, b, out = _matrix(0, dtype, m, k), _matrix(1, dtype, k, n), _matrix(2, dtype, m, n)
-    assert lower._packed_shape(a, b, out) == packed
+    assert lower._packed_shape(a, b, out) == (packed and lower.Packing(*packed))
     kernel = lower.lower(
         lower.Launch([lower.Step("dot", {}, [a, b], out.axes)], [a, b], out), dtype
     )
     text = kernel_text(kernel)
     assert ("scratch %3" in text) == (packed is not None)
-    if packed is not None and n > 2 * packed[0] and m * k * n >= split.WORK_THRESHOLD:
+    if packed and n > 2 * packed[0] and m * k * n >= split.WORK_THRESHOLD:
         assert split.splittable(kernel)  # two column panels or more, and work enough
 
 

@@ -172,9 +172,7 @@ class _Printer:
                     out.append(f"{pad}{name} = {self.vexpr(value)};")
                 case ir.VStore(buffer, idx, value):
                     out.extend(f"{pad}{line}" for line in self.vector_loads(value))
-                    target = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
-                    vtype = self.vector_type(vector_lanes(value))
-                    out.append(f"{pad}memcpy({target}, &{self.vexpr(value)}, sizeof({vtype}));")
+                    out.append(f"{pad}{self.vector_store(buffer, idx, value)}")
                 case ir.Scratch(buffer, inner):
                     out.append(f"{pad}{{")
                     out.append(f"{pad}    {self.scratch(buffer)}")
@@ -221,15 +219,34 @@ class _Printer:
                     self._load_count += 1
                     name = f"vl{self._load_count}"
                     self._loads[id(e)] = name
-                    source = f"&{self.names[buffer.index]}[{self.linear(buffer, idx)}]"
                     out.append(f"{self.vector_type(lanes)} {name};")
-                    out.append(f"memcpy(&{name}, {source}, sizeof {name});")
+                    out.append(self.vector_load(name, buffer, idx, lanes))
                 case ir.VBin(_, left, right):
                     visit(left)
                     visit(right)
 
         visit(v)
         return out
+
+    def vector_load(
+        self, name: str, buffer: ir.Buffer, idx: tuple[ir.Index, ...], lanes: int
+    ) -> str:
+        """Fill vector `name` from consecutive elements; bf16 widens lane by lane."""
+        base, at = self.names[buffer.index], self.linear(buffer, idx)
+        if buffer.dtype == "bf16":
+            lane = f"{name}[presk_l] = presk_bf16_to_f32({base}[({at}) + presk_l]);"
+            return f"for (int presk_l = 0; presk_l < {lanes}; presk_l++) {lane}"
+        return f"memcpy(&{name}, &{base}[{at}], sizeof {name});"
+
+    def vector_store(self, buffer: ir.Buffer, idx: tuple[ir.Index, ...], value: ir.VExpr) -> str:
+        """Store a vector at consecutive elements; bf16 rounds lane by lane."""
+        base, at = self.names[buffer.index], self.linear(buffer, idx)
+        lanes = vector_lanes(value)
+        if buffer.dtype == "bf16":
+            lane = f"{base}[({at}) + presk_l] = presk_f32_to_bf16({self.vexpr(value)}[presk_l]);"
+            return f"for (int presk_l = 0; presk_l < {lanes}; presk_l++) {lane}"
+        vtype = self.vector_type(lanes)
+        return f"memcpy(&{base}[{at}], &{self.vexpr(value)}, sizeof({vtype}));"
 
     def vexpr(self, v: ir.VExpr) -> str:
         match v:

@@ -205,7 +205,10 @@ class Random:
 
 @dataclass(frozen=True, slots=True)
 class VLoad:
-    """`lanes` consecutive elements of a buffer's last axis, from `index` (a vector)."""
+    """`lanes` consecutive elements of a buffer's last axis, from `index` (a vector).
+
+    Widened to the arithmetic type if bf16, as a `Load` is.
+    """
 
     buffer: Buffer
     index: tuple[Index, ...]
@@ -251,7 +254,7 @@ class VLet:
 
 @dataclass(frozen=True, slots=True)
 class VStore:
-    """Store a vector's lanes at consecutive elements from `index`."""
+    """Store a vector's lanes at consecutive elements from `index`, each rounded as by `Store`."""
 
     buffer: Buffer
     index: tuple[Index, ...]

@@ -327,6 +327,7 @@ VECTOR_BYTES = 64
 PACK_ROWS = 4
 PACK_VECTORS = 2
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
+SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
 ELEMENT_BYTES = {"f64": 8, "f32": 4}
 
 
@@ -337,7 +338,7 @@ def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     packed = _packed_shape(a, b, out) if names.tiles else None
     if packed is not None:
         scratch = 1 + max(buf.index for buf in (*launch.inputs, out, *launch.outputs))
-        return _dot_packed(a, b, out, names, scratch, *packed)
+        return _dot_packed(a, b, out, names, scratch, packed)
     if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
         if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
             return _dot_block(a, b, out, names, rows=4, vectors=2)
@@ -441,23 +442,46 @@ def _dot_block(
     return (For(jb, b.shape[1] // width, (For(ib, a.shape[0] // rows, body),)),)
 
 
-def _packed_shape(a: Buffer, b: Buffer, out: Buffer) -> tuple[int, int] | None:
-    """(lanes, k-block) of the packed form, or None where its conditions do not hold.
+@dataclass(frozen=True)
+class Packing:
+    """The packed form's sizes at one shape.
+
+    `lanes` per vector, `kc` steps of K per block, and `mc` rows per chunk:
+    a bf16 output cannot hold running sums, so over several blocks of K they
+    stay in an f32 scratch of `mc` rows; an f32 or f64 output holds its own
+    and `mc` is every row.
+    """
+
+    lanes: int
+    kc: int
+    mc: int
+
+
+def _packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
+    """The packed form's sizes, or None where its conditions do not hold.
 
     A plain matrix product in one type, rows a multiple of the tile's, columns
     a multiple of its width, and K cut into equal blocks that fill a panel.
     """
     dtype = out.dtype
-    if dtype not in ELEMENT_BYTES or a.dtype != dtype or b.dtype != dtype:
+    if dtype not in ("f64", "f32", "bf16") or a.dtype != dtype or b.dtype != dtype:
         return None
     if len(a.axes) != 2 or len(b.axes) != 2:
         return None
-    lanes = VECTOR_BYTES // ELEMENT_BYTES[dtype]
+    size = ELEMENT_BYTES[ir.arith(dtype)]  # bf16 is packed widened to f32
+    lanes = VECTOR_BYTES // size
     width = lanes * PACK_VECTORS
-    if a.shape[0] % PACK_ROWS or b.shape[1] % width:
+    (m, k), n = a.shape, b.shape[1]
+    if m % PACK_ROWS or n % width:
         return None
-    kc = _k_block(a.shape[1], PANEL_BYTES // (width * ELEMENT_BYTES[dtype]))
-    return None if kc is None else (lanes, kc)
+    kc = _k_block(k, PANEL_BYTES // (width * size))
+    if kc is None:
+        return None
+    if dtype != "bf16" or kc == k:
+        return Packing(lanes, kc, m)
+    most = SUMS_BYTES // (width * size)
+    mc = max(d for d in range(PACK_ROWS, min(m, most) + 1, PACK_ROWS) if m % d == 0)
+    return Packing(lanes, kc, mc)
 
 
 def _k_block(k: int, most: int) -> int | None:
@@ -469,36 +493,58 @@ def _k_block(k: int, most: int) -> int | None:
 
 
 def _dot_packed(
-    a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, lanes: int, kc: int
+    a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
 ) -> tuple[Stmt, ...]:
     """A [4, 2·lanes] register tile reading b from a packed panel, K in blocks of `kc`.
 
     For each column panel (the outer, split loop), each block of K is copied
-    into a `kc` × width scratch panel: consecutive in memory, where b's own
-    rows lie a whole row apart (4 KiB at N = 1024 in f32, all in one cache
-    set). Every row block then runs its tile over the block, starting its
-    accumulators at 0 in the first block and at the sums stored in the output
-    by the previous one: an f32 or f64 stored and reloaded is exact, so each
-    lane still adds its terms one at a time in increasing k from 0, and the
-    bits are the row-wise form's.
+    into a `kc` × width scratch panel (bf16 widened to f32, exactly):
+    consecutive in memory, where b's own rows lie a whole row apart (4 KiB at
+    N = 1024 in f32, all in one cache set). Every row block then runs its tile
+    over the block, its accumulators starting at 0 in the first block and at
+    the sums the previous block stored (in the output, or for bf16 in an f32
+    scratch): a stored and reloaded f32 or f64 is exact, so each lane still
+    adds its terms one at a time in increasing k from 0 and a bf16 result is
+    rounded once, at the end: the bits are the row-wise form's.
     """
+    lanes, kc, mc = packing.lanes, packing.kc, packing.mc
     rows, vectors = PACK_ROWS, PACK_VECTORS
     width = lanes * vectors
     blocks = a.shape[1] // kc
+    carried = out.dtype == "bf16" and blocks > 1  # sums between blocks in scratch
     jb = names.loop()
+    mb = names.loop() if a.shape[0] > mc else None
     kb = names.loop() if blocks > 1 else None
     kp, ib, k = names.loop(), names.loop(), names.loop()
-    panel = Buffer(scratch, b.dtype, ((None, kc), (None, width)))
+    arith = ir.arith(out.dtype)
+    panel = Buffer(scratch, arith, ((None, kc), (None, width)))
+    sums = Buffer(scratch + 1, arith, ((None, mc), (None, width)))
 
     def in_k(var: str) -> Index:
         """The position in K of step `var` of the current block."""
-        if kb is None:
-            return IVar(var)
-        return IBin("+", IBin("*", IVar(kb), IConst(kc)), IVar(var))
+        return IVar(var) if kb is None else IBin("+", IBin("*", IVar(kb), IConst(kc)), IVar(var))
 
-    row = [IBin("+", IBin("*", IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
+    tile_row = [IBin("+", IBin("*", IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
+    row = [r if mb is None else IBin("+", IBin("*", IVar(mb), IConst(mc)), r) for r in tile_row]
     col = [IBin("+", IBin("*", IVar(jb), IConst(width)), IConst(c * lanes)) for c in range(vectors)]
     acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
+    at_out = [[(row[r], col[c]) for c in range(vectors)] for r in range(rows)]
+    at_sums = [[(tile_row[r], IConst(c * lanes)) for c in range(vectors)] for r in range(rows)]
+    home, home_at = (sums, at_sums) if carried else (out, at_out)
+
+    def each(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
+        """One statement per accumulator."""
+        return tuple(make(r, c) for r in range(rows) for c in range(vectors))
+
+    zero = each(lambda r, c: ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes))
+    reload = each(lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes))
+    keep = each(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
+    final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
+    start, finish = zero, final
+    if kb is not None:
+        start = (If(Cmp("==", IVar(kb), IConst(0)), zero, reload),)
+    if carried and kb is not None:
+        finish = (If(Cmp("==", IVar(kb), IConst(blocks - 1)), final, keep),)
     pack = For(
         kp,
         kc,
@@ -508,29 +554,15 @@ def _dot_packed(
         ),
     )
     b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
-    a_rows = [Load(a, (row[r], in_k(k))) for r in range(rows)]
-    step = _tile_step(names, acc, a_rows, b_vectors)
-    zero: tuple[Stmt, ...] = tuple(
-        ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes)
-        for r in range(rows)
-        for c in range(vectors)
-    )
-    reload = tuple(
-        ir.VLet(acc[r][c], ir.VLoad(out, (row[r], col[c]), lanes), lanes)
-        for r in range(rows)
-        for c in range(vectors)
-    )
-    start = zero if kb is None else (If(Cmp("==", IVar(kb), IConst(0)), zero, reload),)
-    stores = tuple(
-        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], lanes))
-        for r in range(rows)
-        for c in range(vectors)
-    )
-    tiles = For(ib, a.shape[0] // rows, (*start, For(k, kc, step), *stores))
-    block: tuple[Stmt, ...] = (pack, tiles)
+    step = _tile_step(names, acc, [Load(a, (row[r], in_k(k))) for r in range(rows)], b_vectors)
+    body: tuple[Stmt, ...] = (pack, For(ib, mc // rows, (*start, For(k, kc, step), *finish)))
     if kb is not None:
-        block = (For(kb, blocks, block),)
-    return (For(jb, b.shape[1] // width, (ir.Scratch(panel, block),)),)
+        body = (For(kb, blocks, body),)
+    if mb is not None:
+        body = (For(mb, a.shape[0] // mc, body),)
+    if carried:
+        body = (ir.Scratch(sums, body),)
+    return (For(jb, b.shape[1] // width, (ir.Scratch(panel, body),)),)
 
 
 def _tile_step(
