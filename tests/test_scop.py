@@ -241,3 +241,15 @@ def test_plan_is_not_built_yet(tmp_path: Path) -> None:
     code, _, err = run_presk("export", *ATTEND, "--plan", "@p.json", "-o", str(tmp_path / "p"))
     assert code == 2 and "not built yet" in err and err.count("\n") == 1
     assert not (tmp_path / "p").exists()
+
+
+def test_a_packed_kernel_is_not_point_zero() -> None:
+    from presk.kernel.lower import Launch, Step, lower
+
+    a = ir.Buffer(0, "f32", ((None, 8), (None, 64)))
+    b = ir.Buffer(1, "f32", ((None, 64), (None, 32)))
+    out = ir.Buffer(2, "f32", ((None, 8), (None, 32)))
+    launch = Launch([Step("dot", {}, [a, b], out.axes)], [a, b], out)
+    packed = kscop.to_selections(lower(launch, "f32", tiles=True))
+    assert "not point zero" in kscop.reasons(packed)[0]
+    assert kscop.reasons(kscop.to_selections(lower(launch, "f32", tiles=False))) == []

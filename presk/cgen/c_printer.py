@@ -58,7 +58,6 @@ class _Printer:
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
         self._load_count = 0  # vector load temporaries are numbered through the kernel
-        self.wide = False  # whether a 16-lane float vector (not in the runtime header) is used
 
     def index(self, e: ir.Index) -> str:
         match e:
@@ -194,19 +193,12 @@ class _Printer:
             assert lanes == 8, f"no vector type of {lanes} {self.arith} lanes"
             return self.vtype
         assert lanes == 16, f"no vector type of {lanes} {self.arith} lanes"
-        self.wide = True
         return "presk_v16f"
 
     def scratch(self, buffer: ir.Buffer) -> str:
         """A scratch buffer's declaration: a local array, aligned for whole-vector loads."""
         name = self.names[buffer.index] = f"b{buffer.index}"
         return f"_Alignas(64) {C_STORAGE[buffer.dtype]} {name}[{buffer.size}];"
-
-    def typedefs(self) -> list[str]:
-        """Local typedefs of vector types the runtime header lacks (known once body is printed)."""
-        if not self.wide:
-            return []
-        return ["    typedef float presk_v16f __attribute__((vector_size(64)));"]
 
     def vector_loads(self, v: ir.VExpr) -> list[str]:
         """Unaligned loads of a vector expression's operands into numbered temporaries."""
@@ -307,14 +299,12 @@ def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
     comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
     # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
     voids = [f"    (void){name};" for name in p.names.values()]
-    # The body first: it tells which vector types the declarations need.
     decls, body = p.scalars(), p.stmts(kernel.body, 1)
     lines = [
         "/*",
         comment,
         " */",
         f"static void {c_name}({p.params()}) {{",
-        *p.typedefs(),
         *voids,
         *decls,
         *body,

@@ -115,7 +115,7 @@ def _guarded(guard: Guard, value: object, old: ir.Expr) -> ir.Expr:
 def _has_loop(body: tuple[ir.Stmt, ...]) -> bool:
     for s in body:
         match s:
-            case ir.For() | ir.Random() | ir.VLet() | ir.VStore():
+            case ir.For() | ir.Random() | ir.VLet() | ir.VStore() | ir.Scratch():
                 return True
             case ir.If(_, then, other) if _has_loop(then + other):
                 return True
@@ -223,8 +223,8 @@ def reasons(kernel: ir.Kernel) -> list[str]:
                     stmts(other, loops)
                 case ir.Random():
                     note("draws from the runtime's random generator (a call on a key)")
-                case ir.VLet() | ir.VStore():
-                    note("vector lanes (not point zero)")
+                case ir.VLet() | ir.VStore() | ir.Scratch():
+                    note("vector lanes or a packed panel: not point zero")
 
     stmts(kernel.body, set())
     if not any(isinstance(s, ir.For) for s in kernel.body):

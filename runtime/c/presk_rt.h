@@ -44,6 +44,7 @@ typedef struct presk_arena {
  * column, so a vector kernel computes its scalar form's bits. */
 typedef double presk_v8d __attribute__((vector_size(64)));
 typedef float presk_v8f __attribute__((vector_size(32)));
+typedef float presk_v16f __attribute__((vector_size(64)));
 
 #endif
 // End of presk_rt.h.
