@@ -279,15 +279,24 @@ class _Printer:
             for name, ty in sorted(seen.items())
         ]
 
-    def params(self) -> str:
+    def declarator(self, buffer: ir.Buffer) -> str:
+        """A buffer parameter's name with its pointer: `*restrict b0`."""
+        return f"*restrict {self.names[buffer.index]}"
+
+    def param_list(self) -> list[str]:
+        """One declaration per input (read-only) and output buffer."""
         parts = []
         for b in self.kernel.inputs:
             if b.dtype == "key":
                 parts.append(f"const presk_key *{self.names[b.index]}")
             else:
-                parts.append(f"const {C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
+                parts.append(f"const {C_STORAGE[b.dtype]} {self.declarator(b)}")
         for b in self.kernel.outputs:
-            parts.append(f"{C_STORAGE[b.dtype]} *restrict {self.names[b.index]}")
+            parts.append(f"{C_STORAGE[b.dtype]} {self.declarator(b)}")
+        return parts
+
+    def params(self) -> str:
+        parts = self.param_list()
         if self.kernel.split:
             parts += ["int64_t lo", "int64_t hi"]
         return ", ".join(parts)

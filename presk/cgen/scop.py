@@ -12,7 +12,7 @@ decides values, never control.
 
 from __future__ import annotations
 
-from presk.cgen.c_printer import C_STORAGE, _Printer, safe_comment
+from presk.cgen.c_printer import _Printer, safe_comment
 from presk.kernel import ir
 from presk.kernel.text import kernel_text
 
@@ -49,16 +49,8 @@ class _NestPrinter(_Printer):
         visit(self.kernel.body)
         return found
 
-    def array_params(self) -> list[str]:
-        parts = []
-        for b in self.kernel.inputs:
-            if b.dtype == "key":
-                parts.append(f"const presk_key *{self.names[b.index]}")
-            else:
-                parts.append(f"const {C_STORAGE[b.dtype]} {self.names[b.index]}{_dims(b)}")
-        for b in self.kernel.outputs:
-            parts.append(f"{C_STORAGE[b.dtype]} {self.names[b.index]}{_dims(b)}")
-        return parts
+    def declarator(self, buffer: ir.Buffer) -> str:
+        return self.names[buffer.index] + _dims(buffer)
 
 
 def _dims(buffer: ir.Buffer) -> str:
@@ -69,7 +61,7 @@ def _dims(buffer: ir.Buffer) -> str:
 
 def nest_prototype(kernel: ir.Kernel, name: str) -> str:
     """The declaration of a nest's function (also its definition's first line)."""
-    return f"void {name}({', '.join(_NestPrinter(kernel).array_params())})"
+    return f"void {name}({', '.join(_NestPrinter(kernel).param_list())})"
 
 
 def nest_c(kernel: ir.Kernel, name: str, static_control: bool) -> str:
