@@ -82,6 +82,24 @@ def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n,
     assert _bits(module, name, dims, inputs, dtype) == tiled
 
 
+BATCHED = "dim B\ndim T\nfn f(x : ℝ[B, T, 64], w : ℝ[64, 32]) -> ℝ[B, T, 32] = x · w\n"
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+def test_a_batched_product_is_packed_over_its_rows_with_the_row_wise_bits(
+    tmp_path, monkeypatch, dtype
+) -> None:
+    src = tmp_path / "batched.psk"
+    src.write_text(BATCHED)
+    dims = {"B": 2, "T": 6}
+    module, name, inputs = _setup(str(src), "f", dims)
+    p = prepare(module, name, dims, inputs, dtype, "bits")
+    assert any("scratch" in kernel_text(k) for _, k in p.host.kernels)
+    packed = _bits(module, name, dims, inputs, dtype)
+    monkeypatch.setattr(lower, "TILES", False)
+    assert _bits(module, name, dims, inputs, dtype) == packed
+
+
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
 @pytest.mark.parametrize("n, m", [(256, 128), (96, 768)])
 def test_threads_give_the_same_bits(tmp_path, dtype, n, m) -> None:

@@ -335,10 +335,13 @@ def _dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, b = step.operands
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out = launch.output
-    packed = _packed_shape(a, b, out) if names.tiles else None
+    # A batched product (activations [B, T, D] times a matrix) is one plain product over
+    # B·T rows: both are row-major, so the same buffers read as matrices.
+    flat_a, flat_out = _as_matrix(a), _as_matrix(out)
+    packed = _packed_shape(flat_a, b, flat_out) if names.tiles else None
     if packed is not None:
         scratch = 1 + max(buf.index for buf in (*launch.inputs, out, *launch.outputs))
-        return _dot_packed(a, b, out, names, scratch, packed)
+        return _dot_packed(flat_a, b, flat_out, names, scratch, packed)
     if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
         if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
             return _dot_block(a, b, out, names, rows=4, vectors=2)
@@ -455,6 +458,16 @@ class Packing:
     lanes: int
     kc: int
     mc: int
+
+
+def _as_matrix(buffer: Buffer) -> Buffer:
+    """A buffer of two or more axes viewed as [rows, last axis] (the same row-major data)."""
+    if len(buffer.axes) <= 2:
+        return buffer
+    rows = 1
+    for size in buffer.shape[:-1]:
+        rows *= size
+    return Buffer(buffer.index, buffer.dtype, ((None, rows), buffer.axes[-1]))
 
 
 def _packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
