@@ -205,3 +205,23 @@ def test_runs_clean_under_address_and_undefined_sanitizers(tmp_path: Path) -> No
                            f"CFLAGS={SANITIZE} -Wno-unknown-pragmas", "check"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "runtime error" not in done.stderr, done.stderr
+
+
+def _arena(summary: str) -> tuple[int, int]:
+    arena = summary.split("an arena of ")[1]
+    return int(arena.split(" bytes")[0]), int(arena.split("(")[1].split(" without")[0])
+
+
+def test_frames_are_reused_across_layers(tmp_path: Path) -> None:
+    sizes = {}
+    for layers in (3, 6):
+        code, out, err = run_presk("export", "tutorial/06_tower.psk", "--entry", "Tower.apply",
+                                   "--dim", "batch=2", "--const", f"L={layers}",
+                                   "-o", str(tmp_path / f"t{layers}"))
+        assert code == 0, err
+        assert "1 loop, an arena" in out
+        sizes[layers] = _arena(out)
+    # The layers run one after another in one frame: the arena does not grow with L,
+    # while what the calls would take without reuse grows by a layer's frame each.
+    assert sizes[3][0] == sizes[6][0] < sizes[3][1] < sizes[6][1]
+    assert (sizes[6][1] - sizes[3][1]) % 3 == 0

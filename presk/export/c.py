@@ -304,7 +304,8 @@ def plan_export(
         + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "its shapes")
         + f" in {dtype}: {host.launches} launches ({split}) of {len(host.kernels)} kernels, "
         f"{functions} function{'s' if functions != 1 else ''} besides the entry's and "
-        f"{_loops(unit)} loops, an arena of {unit.arena_bytes} bytes, into {directory}; "
+        f"{_plural(_loops(unit), 'loop')}, an arena of {unit.arena_bytes} bytes "
+        f"({host.entry.bytes_unreleased} without reuse), into {directory}; "
         f"`make -C {directory} check` builds it and compares it with the native backend"
     )
     return ExportPlan(files, summary)
@@ -316,6 +317,10 @@ def _check_leaf(index: int, code: int, problem: str) -> str:
         f"if (inputs.leaves[{index}].dtype != {code}u) "
         f'{{ return fail(argv[arg], "leaf {index}: {problem}"); }}'
     )
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _loops(unit: Unit) -> int:

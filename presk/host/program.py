@@ -166,11 +166,17 @@ class FunctionInstance:
     body: list[str] = field(default_factory=list)
     frame: int = 0  # bytes of its own buffers
     callee_frame: int = 0  # the largest frame a call or loop of it needs
+    calls: list[tuple[FunctionInstance, int]] = field(default_factory=list)  # (callee, times)
     result: HValue = ()
 
     @property
     def frame_bytes(self) -> int:
         return self.frame + self.callee_frame
+
+    @property
+    def bytes_unreleased(self) -> int:
+        """The arena a call would need if no callee's frame were ever reused."""
+        return self.frame + sum(inst.bytes_unreleased * times for inst, times in self.calls)
 
 
 @dataclass
@@ -612,7 +618,10 @@ class _Body:
                 return tuple(self._outputs_like(v) for v in template)
         raise HostError(f"cannot allocate a result like {template!r}")
 
-    def _emit_call(self, inst: FunctionInstance, args: list[HValue], outs: HValue) -> None:
+    def _emit_call(
+        self, inst: FunctionInstance, args: list[HValue], outs: HValue, times: int = 1
+    ) -> None:
+        self.inst.calls.append((inst, times))
         ptrs = [leaf.ptr for a in args for leaf in leaves(a)]
         out_ptrs = [leaf.ptr for leaf in leaves(outs)]
         self.inst.callee_frame = max(self.inst.callee_frame, inst.frame_bytes)
@@ -644,7 +653,10 @@ class _Body:
         body.append(f"memcpy({cur}, {init.ptr}, {init.size * _BYTES[init.dtype]});")
         body.append(f"for (int64_t {loop} = 0; {loop} < {layers}; {loop}++) {{")
         self._emit_call(
-            inst, [layer, HTensor(cur, init.dtype, init.axes)], HTensor(nxt, init.dtype, init.axes)
+            inst,
+            [layer, HTensor(cur, init.dtype, init.axes)],
+            HTensor(nxt, init.dtype, init.axes),
+            layers,
         )
         body[-1] = "    " + body[-1]
         body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
@@ -688,7 +700,7 @@ class _Body:
         body = self.inst.body
         body.append(f"memcpy({xs.ptr}, {init.ptr}, {x_bytes});")
         body.append(f"for (int64_t {loop} = 0; {loop} + 1 < {layers}; {loop}++) {{")
-        self._emit_call(fwd, [layer, x_at], x_next)
+        self._emit_call(fwd, [layer, x_at], x_next, layers - 1)
         body[-1] = "    " + body[-1]
         body.append("}")
         body.append(f"memcpy({cur}, {ct.ptr}, {ct.size * _BYTES[ct.dtype]});")
@@ -698,6 +710,7 @@ class _Body:
             back,
             [layer, x_at, HTensor(cur, ct.dtype, ct.axes)],
             (d_layer, HTensor(nxt, ct.dtype, ct.axes)),
+            layers,
         )
         body[-1] = "    " + body[-1]
         body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
