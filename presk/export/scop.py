@@ -34,7 +34,6 @@ from presk.interp import rng
 from presk.interp.reference import Value
 from presk.kernel import ir
 from presk.kernel import scop as kscop
-from presk.kernel.text import kernel_text
 
 RUNTIME_FILES = (
     "runtime/c/presk_rt.h",
@@ -49,10 +48,11 @@ _DRAW_CODE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "i64": "I64"}
 
 @dataclass(frozen=True)
 class Nest:
-    """One nest: its function's name, the kernel at point zero, and what it is."""
+    """One kernel at point zero: named after the first site that launches it."""
 
     name: str
     kernel: ir.Kernel
+    sites: tuple[str, ...]  # every site launching it, `fn/%N`
     reasons: tuple[str, ...]
     bounds: tuple[int, ...]  # per input: integers are drawn below this (0 for reals)
 
@@ -67,13 +67,23 @@ def nests_of(
     """The distinct kernels of the entry at point zero, in order of first launch."""
     args = [host_value(v, dtype) for v in inputs]
     host = record(module, entry, dims, args, dtype, threads=1, tiles=False)
-    out = []
-    for n, (_, kernel) in enumerate(host.kernels):
+    out: list[Nest] = []
+    taken: set[str] = set()
+    for kernel_name, kernel in host.kernels:
+        sites = tuple(host.sites[kernel_name])
+        function, _, index = sites[0].rpartition("/")
+        base = name = f"{c_name(function)}_{index.lstrip('%')}"
+        shape = 1
+        while name in taken:  # one site at another shape (another instance of its function)
+            shape += 1
+            name = f"{base}_shape{shape}"
+        taken.add(name)
         selected = kscop.to_selections(kernel)
         out.append(
             Nest(
-                f"{c_name(entry)}_{n}",
+                name,
                 selected,
+                sites,
                 tuple(kscop.reasons(selected)),
                 tuple(integer_bound(kernel, b) for b in kernel.inputs),
             )
@@ -250,12 +260,6 @@ def _driver_nest(nest: Nest, hashes: list[int]) -> dict[str, object]:
     }
 
 
-def _form(kernel: ir.Kernel) -> str:
-    """A kernel's text with its sizes erased: two kernels of one form differ only in shape."""
-    text = kernel_text(kernel)
-    return "".join("#" if ch.isdigit() else ch for ch in text)
-
-
 def plan_scop(
     module: Any,
     entry_name: str,
@@ -306,6 +310,7 @@ def plan_scop(
                 "name": n.name,
                 "file": f"nests/{n.name}.c",
                 "kernel": n.kernel.name,
+                "sites": list(n.sites),
                 "inputs": [_describe(b) for b in n.kernel.inputs],
                 "outputs": [_describe(b) for b in n.kernel.outputs],
                 "static_control": n.static_control,
@@ -338,10 +343,10 @@ def plan_scop(
     )
     for relative in RUNTIME_FILES:
         files[os.path.basename(relative)] = resources.read(relative)
-    forms = len({_form(n.kernel) for n in nests})
+    sites = sum(len(n.sites) for n in nests)
     summary = (
         f"presk export: `{entry_text}`{' at ' + at if at else ''} in {dtype}: "
-        f"{forms} nest{'s' if forms != 1 else ''} at {len(nests)} "
+        f"{sites} nest{'s' if sites != 1 else ''} at {len(nests)} "
         f"shape{'s' if len(nests) != 1 else ''} "
         f"at point zero, a C function each, {static} of them static-control parts and "
         f"{len(nests) - static} not (`nests.json` says why), into {directory}; "

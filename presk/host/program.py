@@ -192,6 +192,7 @@ class HostProgram:
     launches_unfused: int = 0
     splits: int = 0
     dead: int = 0
+    sites: dict[str, list[str]] = field(default_factory=dict)  # kernel → sites, `fn/%N`
 
     @property
     def arena_bytes(self) -> int:
@@ -238,6 +239,8 @@ class Recorder:
         self.launches = 0
         self.launches_unfused = 0
         self.dead = 0  # launches recorded for values nothing reads
+        self.site = ""  # the site being recorded, `fn/%N`
+        self.sites: dict[str, list[str]] = {}  # C kernel name → the sites that launch it
 
     # ------------------------------------------------------------ kernels
 
@@ -255,7 +258,11 @@ class Recorder:
         text = kernel_text(k)
         if text not in self.kernels:
             self.kernels[text] = (f"presk_k{len(self.kernels)}", k)
-        return self.kernels[text][0]
+        c_name = self.kernels[text][0]
+        sites = self.sites.setdefault(c_name, [])
+        if self.site not in sites:
+            sites.append(self.site)
+        return c_name
 
     def launch_line(self, c_name: str, ptrs: list[str]) -> list[str]:
         """The C statements of one launch: a call, or an OpenMP region over the outer loop."""
@@ -399,6 +406,7 @@ class _Body:
         needed = live(fn)
         for instr in fn.body:
             self.let_name = instr.name
+            self.rec.site = f"{fn.name}/%{instr.index}"
             start, launches = len(self.inst.body), self.rec.launches
             self.env[instr.index] = _conform(self.step(instr), instr.type)
             if instr.index not in needed:
@@ -409,6 +417,7 @@ class _Body:
                 site = f"{fn.name}/%{instr.index}" + (f" ({instr.name})" if instr.name else "")
                 self.inst.body.insert(start, f"/* {_comment(site)} */")
             self.let_name = None
+        self.rec.site = f"{fn.name}/result"
         result = self._materialize(self.value(fn.result))
         out_leaves: list[tuple[str, str]] = []
         # Every result leaf is copied to the caller's buffers; see Note [Outputs].
@@ -816,6 +825,7 @@ def record(
         rec.launches_unfused,
         rec.splits,
         rec.dead,
+        rec.sites,
     )
 
 

@@ -30,7 +30,7 @@
  *   }
  * }
  */
-void attend_4(const float in0[restrict 2][2][4][4], const int64_t in1[restrict 4][4], float out[restrict 2][2][4][4]) {
+void attend_5(const float in0[restrict 2][2][4][4], const int64_t in1[restrict 4][4], float out[restrict 2][2][4][4]) {
     (void)in0;
     (void)in1;
     (void)out;
