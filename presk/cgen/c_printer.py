@@ -303,7 +303,7 @@ class _Printer:
 
 
 def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
-    """A kernel as a `static` C function under its PSK-Kernel text."""
+    """A kernel as a `static inline` C function under its PSK-Kernel text."""
     p = _Printer(kernel)
     comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
     # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
@@ -313,7 +313,7 @@ def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
         "/*",
         comment,
         " */",
-        f"static void {c_name}({p.params()}) {{",
+        f"static inline void {c_name}({p.params()}) {{",
         *voids,
         *decls,
         *body,
