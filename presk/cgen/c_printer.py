@@ -1,4 +1,4 @@
-"""Kernel IR to C: one `static` function per kernel, every expression computed here.
+"""Kernel IR to C: one `static inline` function per kernel, every expression computed here.
 
 Buffers are row-major pointers (`double`, `float`, `uint16_t` for bf16,
 `int64_t` for indices and masks); an index is linearised in the printer.
