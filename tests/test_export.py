@@ -98,6 +98,15 @@ def test_names_are_sanitised(tmp_path: Path) -> None:
         assert "warning" not in build.stderr
     text = (out / "model.c").read_text() + (out / "kernels.c").read_text()
     assert "*/ with" not in text
+    scop = tmp_path / "weird_scop"
+    code, _, err = run_presk("export", str(source), "--entry", "Ωmega{3}.ŝtep", "--dim",
+                             "batch=2", "--mode", "scop", "-o", str(scop))
+    assert code == 0, err
+    for cc in compilers():
+        subprocess.run(["make", "-s", "-C", str(scop), "clean"], check=True)
+        build = subprocess.run(["make", "-s", "-C", str(scop), f"CC={cc}", "check"],
+                               capture_output=True, text=True)
+        assert build.returncode == 0 and "warning" not in build.stderr, build.stderr
 
 
 def test_two_entries_link_into_one_program(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from presk import __version__, resources
 from presk.backends.native import host_value
 from presk.build.compile import build
 from presk.build.load import load
-from presk.cgen.c_printer import C_STORAGE, _Printer, kernel_c
+from presk.cgen.c_printer import C_STORAGE, _Printer, kernel_c, safe_comment
 from presk.cgen.program import _env, c_name, runtime_text
 from presk.cgen.scop import nest_c, nest_prototype
 from presk.data.format import f32_to_bf16
@@ -278,7 +278,7 @@ def plan_scop(
         f"presk {__version__}: the nests of {entry_text} from {os.path.basename(source)}"
         f"{' at ' + at if at else ''} in {dtype}, at point zero"
     )
-    banner_c = banner.replace("*/", "* /")
+    banner_c = safe_comment(banner)
     env = _env()
     files: dict[str, str | bytes] = {}
     header = [f"/* {banner_c} */", "#ifndef PRESK_NESTS_H", "#define PRESK_NESTS_H", ""]
