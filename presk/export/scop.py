@@ -2,7 +2,8 @@
 
 Point zero is the entry's default layout with one lane and one worker: the
 kernels lowered with `tiles=False` and no OpenMP split. Each distinct kernel
-becomes a C function of its own (`nests/<entry>_<n>.c`) in the form
+becomes a C function of its own, named after the first site that launches
+it (`nests/attend_5.c` for `attend/%5`), in the form
 polyhedral tools read (presk/cgen/scop.py); `nests.json` says which are
 static-control parts and, for the others, why not. A driver draws each
 nest's inputs from the runtime's generator, runs it, and compares the FNV-1a
