@@ -302,10 +302,15 @@ class _Printer:
         return ", ".join(parts)
 
 
+def kernel_comment(kernel: ir.Kernel) -> str:
+    """The kernel's PSK-Kernel text as the inside of a C block comment."""
+    return "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
+
+
 def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
     """A kernel as a `static inline` C function under its PSK-Kernel text."""
     p = _Printer(kernel)
-    comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
+    comment = kernel_comment(kernel)
     # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
     voids = [f"    (void){name};" for name in p.names.values()]
     decls, body = p.scalars(), p.stmts(kernel.body, 1)

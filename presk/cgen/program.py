@@ -50,6 +50,10 @@ def _strip_local_includes(text: str) -> str:
     return re.sub(r'^#include "[^"]+"\n', "", text, flags=re.MULTILINE)
 
 
+# The runtime's key, declared for cffi (presk_rng.h defines it for C).
+KEY_CDEF = "typedef struct { uint32_t k[2]; } presk_key;"
+
+
 @cache
 def runtime_text() -> str:
     """The runtime and the libm, pasted into every unit."""
@@ -158,7 +162,9 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
     )
     cdef = (
         "typedef struct presk_arena { char *base; size_t size; int threads; } presk_arena;\n"
-        "typedef struct { uint32_t k[2]; } presk_key;\n" + interface
+        + KEY_CDEF
+        + "\n"
+        + interface
     )
     return Unit(
         text,

@@ -12,9 +12,8 @@ decides values, never control.
 
 from __future__ import annotations
 
-from presk.cgen.c_printer import _Printer, safe_comment
+from presk.cgen.c_printer import _Printer, kernel_comment
 from presk.kernel import ir
-from presk.kernel.text import kernel_text
 
 
 class _NestPrinter(_Printer):
@@ -67,7 +66,7 @@ def nest_prototype(kernel: ir.Kernel, name: str) -> str:
 def nest_c(kernel: ir.Kernel, name: str, static_control: bool) -> str:
     """A nest as a C function; a static-control part sits between the scop pragmas."""
     p = _NestPrinter(kernel)
-    comment = "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
+    comment = kernel_comment(kernel)
     loops = p.loop_vars()
     body = p.stmts(kernel.body, 1)
     if static_control:

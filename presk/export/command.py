@@ -21,7 +21,7 @@ def export_command(args: argparse.Namespace) -> int:
     from presk.export.scop import plan_scop
     from presk.host.program import HostError, HostRunError
     from presk.interp.reference import RunError
-    from presk.interp.run import _natural, bind_dims, concrete_type, default_threads, find_entry
+    from presk.interp.run import _natural, bind_dims, concrete_type, find_entry
     from presk.interp.synth import synthesize
     from presk.pipeline import const_overrides, front_end, parse_bindings, realization_of
 
@@ -43,7 +43,8 @@ def export_command(args: argparse.Namespace) -> int:
     if args.mode == "scop" and not realization.uniform:
         raise UsageError("--mode scop writes point zero: one type, f64, f32 or bf16")
     threads = 1 if args.threads is None else _natural("--threads", "", args.threads, 1, 1024)
-    del default_threads
+    if args.mode == "scop" and threads != 1:
+        raise UsageError("--mode scop writes each nest at one worker: drop --threads")
     checked, _ = front_end(args.file, const_overrides(args.const))
     entry = find_entry(checked, args.entry)
     info = entry.info
@@ -76,8 +77,6 @@ def export_command(args: argparse.Namespace) -> int:
     module = differentiate(checked.core)
     try:
         if args.mode == "scop":
-            if threads != 1:
-                raise UsageError("--mode scop writes each nest at one worker: drop --threads")
             plan = plan_scop(
                 module,
                 info.name,

@@ -24,9 +24,9 @@ import numpy.typing as npt
 from presk import __version__, resources
 from presk.backends.native import host_value
 from presk.build.compile import build
-from presk.build.load import load
+from presk.build.load import load, pointer
 from presk.cgen.c_printer import C_STORAGE, _Printer, kernel_c, safe_comment
-from presk.cgen.program import _env, c_name, runtime_text
+from presk.cgen.program import KEY_CDEF, _env, c_name, runtime_text
 from presk.cgen.scop import nest_c, nest_prototype
 from presk.data.format import f32_to_bf16
 from presk.export.c import ExportPlan
@@ -175,7 +175,7 @@ def native_hashes(nests: list[Nest]) -> list[list[int]]:
     """Each nest's outputs on the driver's draws, by the native backend: FNV-1a of the bytes."""
     pieces = [runtime_text()]
     cdefs = [
-        "typedef struct { uint32_t k[2]; } presk_key;",
+        KEY_CDEF,
         "uint64_t presk_fnv1a64(const void *data, size_t len);",
     ]
     for n, nest in enumerate(nests):
@@ -192,7 +192,6 @@ def native_hashes(nests: list[Nest]) -> list[list[int]]:
     hashes = []
     for n, nest in enumerate(nests):
         args: list[Any] = []
-        keep: list[Any] = []
         for position, (buffer, bound) in enumerate(
             zip(nest.kernel.inputs, nest.bounds, strict=True)
         ):
@@ -202,12 +201,10 @@ def native_hashes(nests: list[Nest]) -> list[list[int]]:
                 key.k[0], key.k[1] = value.k0, value.k1
                 args.append(key)
                 continue
-            array = np.ascontiguousarray(value)
-            keep.append(array)
-            args.append(ffi.cast(C_STORAGE[buffer.dtype] + " *", ffi.from_buffer(array)))
+            args.append(pointer(ffi, np.ascontiguousarray(value), C_STORAGE[buffer.dtype]))
         outputs = [np.zeros(max(b.size, 1), dtype=_NUMPY[b.dtype]) for b in nest.kernel.outputs]
         for b, array in zip(nest.kernel.outputs, outputs, strict=True):
-            args.append(ffi.cast(C_STORAGE[b.dtype] + " *", ffi.from_buffer(array)))
+            args.append(pointer(ffi, array, C_STORAGE[b.dtype], writable=True))
         getattr(lib, f"presk_nest{n}")(*args)
         hashes.append(
             [
@@ -215,7 +212,6 @@ def native_hashes(nests: list[Nest]) -> list[list[int]]:
                 for b, a in zip(nest.kernel.outputs, outputs, strict=True)
             ]
         )
-        del keep
     return hashes
 
 

@@ -406,7 +406,7 @@ class _Body:
         needed = live(fn)
         for instr in fn.body:
             self.let_name = instr.name
-            self.rec.site = f"{fn.name}/%{instr.index}"
+            self.rec.site = where = f"{fn.name}/%{instr.index}"
             start, launches = len(self.inst.body), self.rec.launches
             self.env[instr.index] = _conform(self.step(instr), instr.type)
             if instr.index not in needed:
@@ -414,7 +414,7 @@ class _Body:
                 self.rec.dead += self.rec.launches - launches
             if len(self.inst.body) > start:
                 # A comment per site, as `dump --stage core` names it.
-                site = f"{fn.name}/%{instr.index}" + (f" ({instr.name})" if instr.name else "")
+                site = where + (f" ({instr.name})" if instr.name else "")
                 self.inst.body.insert(start, f"/* {_comment(site)} */")
             self.let_name = None
         self.rec.site = f"{fn.name}/result"

@@ -234,21 +234,15 @@ def _json_data(data: Any) -> Any:
 
 def run_command(args: argparse.Namespace) -> int:
     """The body of `presk run`."""
-    from presk.pipeline import const_overrides, front_end, parse_bindings
+    from presk.pipeline import const_overrides, front_end, parse_bindings, realization_of
 
     seed = _natural("--seed", "", args.seed, 0, 2**64 - 1)
     bits = _natural("--bits", "", args.bits, 8, 1 << 20)
     digits = _natural("--digits", "", args.digits, 1, 200)
     if args.backend not in ("interp", "native"):
         raise _usage(f"--backend {args.backend}: expected `interp` or `native`")
-    from presk.host.realization import RealizationError, parse
-
-    try:
-        realization = parse(args.realize)
-    except RealizationError as error:
-        if error.code is None:
-            raise _usage(error.message) from None
-        print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+    realization = realization_of(args.realize)
+    if realization is None:
         return 1
     args.realization = realization
     dim_args = parse_bindings(args.dim, "--dim")
