@@ -13,7 +13,7 @@
 
 Exit codes, as everywhere in presk: 0 success; 1 a problem with a file (missing, corrupt,
 a malformed line), always one line `presk data: …` on stderr; 2 a usage error (a bad
-`--type`, a bad flag value), raised as `cli.UsageError`.
+`--type`, a bad flag value), raised as `UsageError`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from presk.data.format import (
     tensor_types,
     write,
 )
+from presk.diagnostics import UsageError
 from presk.elab.ty import Elem, lin_int
 from presk.interp.tensor import Kind, Tensor, format_axes, format_number
 
@@ -63,8 +64,6 @@ class _Failure(Exception):
 
 def data_command(args: argparse.Namespace) -> int:
     """The body of `presk data`; returns the exit code."""
-    from presk.cli import UsageError
-
     actions = {"pack": _pack, "info": _info, "diff": _diff}
     action = actions.get(getattr(args, "data_command", None) or "")
     if action is None:
@@ -86,8 +85,6 @@ def _fail(message: str) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from presk.cli import UsageError
-
     try:
         ty = parse_sample_type(args.type)
     except TypeTextError as error:
@@ -165,8 +162,6 @@ def _number(token: str, elem: Elem, bound: Any, leaf: Leaf, path: str, line: int
 
 
 def _info(args: argparse.Namespace) -> int:
-    from presk.cli import UsageError
-
     shown = _natural(args.samples, "--samples", UsageError)
     digits = _natural(args.digits, "--digits", UsageError)
     if digits == 0:
