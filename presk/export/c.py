@@ -11,7 +11,6 @@ compares the program's outputs with the native backend's byte for byte.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,14 @@ import gmpy2
 import numpy as np
 
 from presk import __version__, resources
-from presk.backends.native import Prepared, _array, prepare
+from presk.backends.native import CompiledEntry
 from presk.cgen.program import Unit, _env
+from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HKey, HTensor
-from presk.host.realization import Realization
 from presk.interp import rng
-from presk.interp.reference import Interpreter, Tree, Value
+from presk.core import ir
+from presk.interp.reference import Tree, Value
+from presk.interp.run import reference_interpreter
 from presk.interp.tensor import Tensor
 
 DTYPE_CODE = {"f64": 0, "f32": 1, "bf16": 2, "i64": 3}
@@ -87,29 +88,18 @@ def _data_file(type_text: str, leaves: list[tuple[str, str, tuple[int, ...], np.
 
 
 def _input_leaves(
-    unit: Unit, inputs: list[Value]
+    compiled: CompiledEntry, inputs: list[Value]
 ) -> list[tuple[str, str, tuple[int, ...], np.ndarray]]:
-    from presk.backends.native import _leaf_values
-
-    values = [leaf for v in inputs for leaf in _leaf_values(v)]
+    """The entry's input buffers as the export's data file holds them (keys as i64[2])."""
     out: list[tuple[str, str, tuple[int, ...], np.ndarray]] = []
-    for (field, _, leaf), value in zip(unit.inputs, values, strict=True):
-        if isinstance(leaf, HKey):
-            assert isinstance(value, rng.Key)
+    buffers = compiled.buffers(inputs)
+    for (field, _, leaf), value in zip(compiled.unit.inputs, buffers, strict=True):
+        if isinstance(value, rng.Key):
             out.append((field, "i64", (2,), np.array([value.k0, value.k1], dtype=np.int64)))
             continue
-        assert isinstance(value, Tensor)
-        array = np.ascontiguousarray(_array(value, leaf.dtype))
-        out.append((field, leaf.dtype, tuple(s for _, s in leaf.axes), array))
+        assert isinstance(leaf, HTensor)
+        out.append((field, leaf.dtype, tuple(s for _, s in leaf.axes), value))
     return out
-
-
-def _output_arrays(prepared: Prepared, inputs: list[Value]) -> list[np.ndarray]:
-    """The native backend's output buffers, as they are (storage types)."""
-    bound = prepared.bind(inputs)
-    if bound.invoke() != 0:
-        raise ExportError("the native backend's call failed")
-    return [a.copy() for a in bound.outputs]
 
 
 def _reference_leaves(result: Value) -> list[np.ndarray]:
@@ -136,37 +126,43 @@ def _reference_leaves(result: Value) -> list[np.ndarray]:
     return out
 
 
-def plan_export(
-    module: Any,
-    entry_name: str,
-    entry_text: str,
-    source: str,
-    dims: dict[str, int],
-    param_names: list[str],
-    inputs: list[Value],
-    input_type: str,
-    output_type: str,
-    dtype: str,
-    threads: int,
-    directory: str,
-    realization: Realization | None = None,
-) -> ExportPlan:
-    """Record, run and print everything an export writes.
+@dataclass(frozen=True)
+class CExport:
+    """What `export --target c` writes: a compiled entry, its inputs and where it came from.
 
-    `dtype` names the realization in messages (a type, or `@FILE`); `realization`,
-    when given, is what it says (per-site and per-parameter types).
+    `realize` names the realization as the user gave it (a type, or `@FILE`).
     """
-    banner = (
-        f"{source}: entry {entry_text} at "
-        + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "no dims")
-        + f" in {dtype}"
-    )
-    chosen = realization or Realization(dtype)
-    prepared = prepare(module, entry_name, dims, inputs, chosen.default, banner, threads, chosen)
-    unit, host = prepared.unit, prepared.host
-    native_out = _output_arrays(prepared, inputs)
+
+    compiled: CompiledEntry
+    module: ir.Module
+    entry_name: str
+    entry_text: str
+    source: str
+    dims: dict[str, int]
+    inputs: list[Value]
+    input_type: str
+    output_type: str
+    realize: str
+    threads: int
+    directory: str
+
+
+def export_banner(source: str, entry_text: str, dims: dict[str, int], realize: str) -> str:
+    """The first comment of every exported file (and of the native library it matches)."""
+    at = ", ".join(f"{k} = {v}" for k, v in dims.items()) or "no dims"
+    return f"{source}: entry {entry_text} at {at} in {realize}"
+
+
+def plan_export(request: CExport) -> ExportPlan:
+    """Run and print everything an export writes, before any file is touched."""
+    compiled = request.compiled
+    entry_text, source, dims = request.entry_text, request.source, request.dims
+    inputs, input_type, output_type = request.inputs, request.input_type, request.output_type
+    dtype, threads, directory = request.realize, request.threads, request.directory
+    unit, host = compiled.unit, compiled.host
+    native_out = [a.copy() for a in compiled.raw(inputs)]
     with gmpy2.context(precision=256):
-        reference = Interpreter(module).call(entry_name, dims, inputs)
+        reference = reference_interpreter(request.module).call(request.entry_name, dims, inputs)
     env = _env()
     banner_c = unit.banner
     symbol = unit.symbol
@@ -243,8 +239,12 @@ def plan_export(
         threads=threads,
     )
     openmp = "-fopenmp" if host.splits else ""
-    files["Makefile"] = env.get_template("Makefile.j2").render(banner=banner_c, openmp=openmp)
-    files["conformance/check.sh"] = env.get_template("check.sh.j2").render(banner=banner_c)
+    files["Makefile"] = env.get_template("Makefile.j2").render(
+        banner=make_comment(banner_c), openmp=openmp
+    )
+    files["conformance/check.sh"] = env.get_template("check.sh.j2").render(
+        banner=sh_comment(banner_c)
+    )
     in_lines = []
     for field, _, leaf in unit.inputs:
         if isinstance(leaf, HKey):
@@ -265,20 +265,22 @@ def plan_export(
         else "No launch is split among threads."
     )
     files["README.md"] = env.get_template("README.md.j2").render(
-        title=f"{entry_text}, exported by presk",
-        summary=f"`{entry_text}` from `{source}`, at "
-        + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "fixed shapes")
-        + f", in {dtype}: {host.launches} launches of {len(host.kernels)} kernels.",
+        title=markdown(f"{entry_text}, exported by presk"),
+        summary=markdown(
+            f"`{entry_text}` from `{source}`, at "
+            + (", ".join(f"{k} = {v}" for k, v in dims.items()) or "fixed shapes")
+            + f", in {dtype}: {host.launches} launches of {len(host.kernels)} kernels."
+        ),
         version=__version__,
-        source=source,
-        entry_line=f"`{symbol}(arena, in, out)` returns {output_type}.",
-        inputs=in_lines,
-        outputs=out_lines,
+        source=markdown(source),
+        entry_line=markdown(f"`{symbol}(arena, in, out)` returns {output_type}."),
+        inputs=[markdown(line) for line in in_lines],
+        outputs=[markdown(line) for line in out_lines],
         threads_note=threads_note,
     )
     for relative in RUNTIME_FILES:
         files[os.path.basename(relative)] = resources.read(relative)
-    in_leaves = _input_leaves(unit, inputs)
+    in_leaves = _input_leaves(compiled, inputs)
     files["conformance/inputs.psk.d"] = _data_file(
         input_type, [(field, dt, shape, arr) for field, dt, shape, arr in in_leaves]
     )
@@ -306,7 +308,7 @@ def plan_export(
         f"{functions} function{'s' if functions != 1 else ''} besides the entry's and "
         f"{_plural(_loops(unit), 'loop')}, an arena of {unit.arena_bytes} bytes "
         f"({host.entry.bytes_unreleased} without reuse), into {directory}; "
-        f"`make -C {directory} check` builds it and compares it with the native backend"
+        f"`make -C {sh_word(directory)} check` builds it and compares it with the native backend"
     )
     return ExportPlan(files, summary)
 
@@ -328,29 +330,4 @@ def _loops(unit: Unit) -> int:
     return sum(f.count("for (int64_t l") for f in unit.functions)
 
 
-def write_plan(plan: ExportPlan, directory: str) -> None:
-    """Write every file into a temporary directory, then move it into place."""
-    target = Path(directory)
-    parent = target.parent if str(target.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".presk-export-", dir=parent))
-    try:
-        for relative, content in plan.files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content, encoding="utf-8")
-        script = staging / "conformance" / "check.sh"
-        if script.exists():
-            script.chmod(0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ExportError(f"{directory}: {error.strerror or error}") from None
-
-
-__all__ = ["plan_export", "write_plan"]
+__all__ = ["CExport", "ExportError", "ExportPlan", "export_banner", "plan_export"]

@@ -17,8 +17,9 @@ def export_command(args: argparse.Namespace) -> int:
     from presk.ad.reverse import differentiate
     from presk.build.compile import BuildError
     from presk.cli import UsageError
-    from presk.export.c import ExportError, plan_export, write_plan
+    from presk.export.c import ExportError, plan_export
     from presk.export.scop import plan_scop
+    from presk.export.write import write_plan
     from presk.host.program import HostError, HostRunError
     from presk.interp.reference import RunError
     from presk.interp.run import _natural, bind_dims, concrete_type, find_entry
@@ -103,7 +104,7 @@ def export_command(args: argparse.Namespace) -> int:
                 args.output,
                 realization,
             )
-        write_plan(plan, args.output)
+        write_plan(plan, args.output, entry.text)
     except ExportError as error:
         sys.stderr.write(f"presk export: {error}\n")
         return 1

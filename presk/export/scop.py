@@ -30,6 +30,7 @@ from presk.cgen.program import KEY_CDEF, _env, c_name, runtime_text
 from presk.cgen.scop import nest_c, nest_prototype
 from presk.data.format import f32_to_bf16
 from presk.export.c import ExportPlan
+from presk.export.escape import make_comment, make_word, markdown, sh_word
 from presk.host.program import record
 from presk.interp import rng
 from presk.interp.reference import Value
@@ -293,7 +294,8 @@ def plan_scop(
         banner=banner_c, nests=[_driver_nest(n, h) for n, h in zip(nests, hashes, strict=True)]
     )
     files["Makefile"] = env.get_template("scop/Makefile.j2").render(
-        banner=banner, nest_files=" ".join(f"nests/{n.name}.c" for n in nests)
+        banner=make_comment(banner),
+        nest_files=" ".join(make_word(f"nests/{n.name}.c") for n in nests),
     )
     static = sum(n.static_control for n in nests)
     report = {
@@ -320,19 +322,20 @@ def plan_scop(
     }
     files["nests.json"] = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
     files["README.md"] = env.get_template("scop/README.md.j2").render(
-        banner=banner,
-        entry=entry_text,
-        source=source,
-        dims=at or "its fixed shapes",
-        dtype=dtype,
+        entry=markdown(entry_text),
+        source=markdown(source),
+        dims=markdown(at or "its fixed shapes"),
+        dtype=markdown(dtype),
         nests=[
             {
                 "name": n.name,
-                "kernel": n.kernel.name,
-                "signature": ", ".join(_describe(b) for b in n.kernel.inputs)
-                + " -> "
-                + ", ".join(_describe(b) for b in n.kernel.outputs),
-                "reasons": list(n.reasons),
+                "kernel": markdown(n.kernel.name),
+                "signature": markdown(
+                    ", ".join(_describe(b) for b in n.kernel.inputs)
+                    + " -> "
+                    + ", ".join(_describe(b) for b in n.kernel.outputs)
+                ),
+                "reasons": [markdown(r) for r in n.reasons],
             }
             for n in nests
         ],
@@ -347,7 +350,8 @@ def plan_scop(
         f"shape{'s' if len(nests) != 1 else ''} "
         f"at point zero, a C function each, {static} of them static-control parts and "
         f"{len(nests) - static} not (`nests.json` says why), into {directory}; "
-        f"`make -C {directory} check` builds them and compares each with the native backend"
+        f"`make -C {sh_word(directory)} check` builds them and compares each with the native "
+        "backend"
     )
     return ExportPlan(files, summary)
 
