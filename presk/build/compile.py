@@ -4,41 +4,67 @@ Takes the full text of one C translation unit (the caller pastes the runtime and
 libm into it; it includes only standard headers) and produces the path of a
 shared object built from it with `$PRESK_CC` (else `cc`) and `FLAGS`.
 
-Cache layout: `<cache_dir()>/<key[:2]>/<key>/` holds `unit.c` (the exact C text),
-`unit.so` and `.lock`. The key is a SHA-256 over the compiler's identity (its
-version line and what `-march=native` resolves to on this machine), the flags,
-the presk version and the C text.
+The key is a SHA-256 over the compiler's identity (its version line and what
+`-march=native` resolves to on this machine), the flags, the presk version and the C
+text. The entry's layout, what makes it a hit and how a bad one heals are in `cache.py`.
 
 Invariants:
-- An entry is a hit only if `unit.c` holds exactly the requested text and `unit.so`
-  exists. Both files are written by `os.replace` from a private temporary directory
+- Both files of an entry are written by `os.replace` from a private temporary directory
   inside the entry, `unit.so` first and `unit.c` last, so a half-written entry (a
   crash, a concurrent build) is never taken as a hit, and a process that already
   mapped an older `unit.so` keeps its (unlinked) inode.
+- Each object is linked with a second, tiny translation unit holding its key
+  (`cache.marker_source`), so an object copied into another entry is told apart.
 - Builds of one key are serialised by `fcntl.flock` on `<entry>/.lock`; the cache is
   re-checked under the lock, so concurrent builders compile once and all succeed.
 - A failed build leaves nothing for its key: no `unit.so`, no `unit.c`, no
   temporaries, and the entry directory is removed.
+- A cache that cannot be written is replaced by a private temporary one (`cache.py`);
+  every cache problem is an `OSError` handled here or a one-line `CacheError`.
+- `build` remembers, for the process, what each object it returned was built from, so
+  that `load` can have one rebuilt that the dynamic linker refused (`rebuild`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import itertools
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import presk
+from presk.build import cache
+from presk.build.cache import LOCK_NAME, OBJECT_NAME, SOURCE_NAME, cache_dir
+from presk.build.errors import BuildError, CacheError
+
+__all__ = [
+    "FLAGS",
+    "LOCK_NAME",
+    "OBJECT_NAME",
+    "SOURCE_NAME",
+    "BuildError",
+    "CacheError",
+    "build",
+    "cache_dir",
+    "cache_key",
+    "compiler",
+    "compiler_identity",
+    "entry_dir",
+    "flags",
+    "rebuild",
+]
 
 # One tuple so the cache key and the command line can never disagree. The FP flags pin
 # IEEE semantics: no FMA contraction, no reassociation, so bits match the reference's
@@ -55,25 +81,14 @@ FLAGS = (
 OPENMP_FLAG = "-fopenmp"
 MARCH_NATIVE_FLAG = "-march=native"
 
-SOURCE_NAME = "unit.c"
-OBJECT_NAME = "unit.so"
-LOCK_NAME = ".lock"
-
 # Enough for the first screenful of errors; a generated unit can produce megabytes.
 _STDERR_LIMIT = 8000
 # Bumped if the layout or key derivation changes, so old entries are never misread.
 _KEY_SCHEMA = "presk-build-v1"
 # Messages and `--help=target` listings in one language, so parsing and tests are stable.
 _ENV_OVERRIDES = {"LC_ALL": "C", "LANG": "C"}
-
-
-class BuildError(Exception):
-    """The C compiler is missing or rejected the unit; the message has the command and stderr."""
-
-    def __init__(self, message: str, command: Sequence[str], stderr: str = "") -> None:
-        super().__init__(message)
-        self.command = tuple(command)
-        self.stderr = stderr
+# What _ask_identity writes: one line, the version then what -march=native resolved to.
+_IDENTITY_SHAPE = re.compile(r"[^\n]* \| march=[^\n]*")
 
 
 def compiler() -> str:
@@ -85,18 +100,6 @@ def flags(*, openmp: bool = False, march_native: bool = True) -> tuple[str, ...]
     """The compiler flags for a build: `FLAGS`, less `-march=native` if asked, plus `-fopenmp`."""
     out = tuple(f for f in FLAGS if march_native or f != MARCH_NATIVE_FLAG)
     return (*out, OPENMP_FLAG) if openmp else out
-
-
-def cache_dir() -> Path:
-    """The cache root: `$PRESK_CACHE`, else `$XDG_CACHE_HOME/presk`, else `~/.cache/presk`."""
-    explicit = os.environ.get("PRESK_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    # The XDG spec says a relative value is invalid and must be ignored.
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "presk"
-    return Path.home() / ".cache" / "presk"
 
 
 def _argv(cc: str) -> list[str]:
@@ -193,19 +196,25 @@ def compiler_identity(cc: str) -> str:
     cached starts no compiler process at all.
     """
     stamp = _identity_stamp(cc)
-    stored = cache_dir() / "identity" / f"{stamp}.txt"
-    try:
-        return stored.read_text(encoding="utf-8")
-    except OSError:
-        pass
+    directory = cache.root() / cache.IDENTITY_DIR
+    stored = directory / f"{stamp}.txt"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        text = cache.read_regular(stored).decode("utf-8")
+        if _IDENTITY_SHAPE.fullmatch(text):
+            return text
+    # Missing, or not what _ask_identity writes (a torn or foreign file): ask again.
     identity = _ask_identity(cc)
+    temp = stored.with_name(f".{stored.name}.{os.getpid()}.{threading.get_ident()}")
     try:
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        temp = stored.with_name(f".{stored.name}.{os.getpid()}")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        cache.own_dir(directory)
+        cache.remove(stored)  # a directory there would block the rename
         temp.write_text(identity, encoding="utf-8")
         os.replace(temp, stored)
     except OSError:
-        pass  # an unwritable cache only costs the question next time
+        # An unwritable cache only costs the question next time.
+        with contextlib.suppress(OSError):
+            temp.unlink()
     return identity
 
 
@@ -251,57 +260,8 @@ def cache_key(c_text: str, build_flags: Sequence[str], identity: str) -> str:
 
 
 def entry_dir(key: str) -> Path:
-    """The cache directory of one key: `<cache_dir()>/<key[:2]>/<key>`."""
-    return cache_dir() / key[:2] / key
-
-
-def _is_hit(entry: Path, c_text: str) -> bool:
-    # unit.c is written last, so a matching unit.c means unit.so is complete. A different
-    # text (collision, corruption, a torn write) is a miss and forces a rebuild.
-    try:
-        stored = (entry / SOURCE_NAME).read_text(encoding="utf-8", errors="surrogatepass")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return stored == c_text and (entry / OBJECT_NAME).is_file()
-
-
-@contextlib.contextmanager
-def _locked(entry: Path) -> Iterator[None]:
-    """Create `entry` and hold an exclusive flock on `entry/.lock` for the duration."""
-    lock_path = entry / LOCK_NAME
-    for _ in range(1000):
-        try:
-            entry.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
-            continue  # a failed builder removed the directory between mkdir and open
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # A failed builder unlinks the lock file before removing the entry; if ours
-            # is no longer the file at that path, whoever waits on it must start over.
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
-            except FileNotFoundError:
-                same = False
-            if not same:
-                continue
-            yield
-            return
-        finally:
-            os.close(fd)  # closing releases the flock
-    raise BuildError(f"could not lock cache entry {entry}", [])
-
-
-def _discard(entry: Path) -> None:
-    """Remove every trace of a failed build of `entry` (called with its lock held)."""
-    for name in (SOURCE_NAME, OBJECT_NAME, LOCK_NAME):
-        with contextlib.suppress(FileNotFoundError):
-            (entry / name).unlink()
-    # Not empty only if someone else is mid-build there, which the lock rules out; the
-    # shared prefix directory stays if other keys live in it.
-    for d in (entry, entry.parent):
-        with contextlib.suppress(OSError):
-            d.rmdir()
+    """The cache directory of one key: `<root>/<key[:2]>/<key>` (see `cache.root`)."""
+    return cache.root() / key[:2] / key
 
 
 def _fsync(path: Path) -> None:
@@ -313,30 +273,85 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """What one object was built from: enough to build it again."""
+
+    c_text: str
+    openmp: bool
+    march_native: bool
+
+
+# Resolved path of every object `build` returned in this process -> its recipe.
+_recipes: dict[str, _Recipe] = {}
+_recipes_lock = threading.Lock()
+
+
 def build(c_text: str, *, openmp: bool = False, march_native: bool = True) -> Path:
     """Compile `c_text` as one translation unit, or find it in the cache; return `unit.so`."""
+    return _build(_Recipe(c_text, openmp, march_native), None)
+
+
+def rebuild(so_path: Path, refused: cache.FileId | None) -> Path | None:
+    """Build again the object `build` returned at `so_path`, which `load` refused.
+
+    `refused` is the identity of the file refused (None: it could not be opened): if the
+    entry still holds it, it is replaced; if another process already replaced it, that
+    build is taken. None if this process did not build `so_path`.
+    """
+    with _recipes_lock:
+        recipe = _recipes.get(os.path.realpath(so_path))
+    return None if recipe is None else _build(recipe, refused)
+
+
+def _build(recipe: _Recipe, refused: cache.FileId | None) -> Path:
     cc = compiler()
     argv = _argv(cc)
-    build_flags = flags(openmp=openmp, march_native=march_native)
-    entry = entry_dir(cache_key(c_text, build_flags, compiler_identity(cc)))
+    build_flags = flags(openmp=recipe.openmp, march_native=recipe.march_native)
+    key = cache_key(recipe.c_text, build_flags, compiler_identity(cc))
+    root = cache.root()
+    try:
+        so_path = _build_in(root, key, recipe.c_text, argv, build_flags, refused)
+    except OSError as error:
+        # Whatever failed (a root that is a file, a read-only directory, a full disk):
+        # the run goes on in a private cache; `fall_back` warns, or raises CacheError.
+        root = cache.fall_back(error)
+        try:
+            so_path = _build_in(root, key, recipe.c_text, argv, build_flags, refused)
+        except OSError as again:
+            raise CacheError(
+                f"cannot use the temporary build cache {root}: {cache.reason(again)}"
+            ) from None
+    with _recipes_lock:
+        _recipes[os.path.realpath(so_path)] = recipe
+    return so_path
+
+
+def _build_in(
+    root: Path,
+    key: str,
+    c_text: str,
+    argv: list[str],
+    build_flags: tuple[str, ...],
+    refused: cache.FileId | None,
+) -> Path:
+    entry = root / key[:2] / key
     so_path = entry / OBJECT_NAME
     # Fast path without the lock: entries are only ever replaced atomically.
-    if _is_hit(entry, c_text):
+    if cache.is_hit(entry, key, c_text, refused):
         return so_path
-    with _locked(entry):
-        if _is_hit(entry, c_text):  # another process built it while we waited
+    with cache.locked(root, entry):
+        if cache.is_hit(entry, key, c_text, refused):  # built while we waited
             return so_path
-        # Under the lock no one else is building here: any work directory is a leftover
-        # of a builder that was killed mid-compile.
-        for stale in entry.glob(".build-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        cache.clear_entry(entry)
         # A private directory keeps the compiler's messages naming `unit.c`, and being
         # inside the entry, on the same file system, makes the renames atomic.
-        work = Path(tempfile.mkdtemp(prefix=".build-", dir=entry))
-        src, obj = work / SOURCE_NAME, work / OBJECT_NAME
-        cmd = [*argv, *build_flags, str(src), "-o", str(obj)]
+        work = Path(tempfile.mkdtemp(prefix=cache.WORK_PREFIX, dir=entry))
+        src, marker, obj = work / SOURCE_NAME, work / "presk_key.c", work / OBJECT_NAME
+        cmd = [*argv, *build_flags, str(src), str(marker), "-o", str(obj)]
         try:
             src.write_text(c_text, encoding="utf-8", errors="surrogatepass")
+            marker.write_text(cache.marker_source(key), encoding="utf-8")
             res = _run(cmd)
             if res.returncode != 0 or not obj.is_file():
                 raise BuildError(
@@ -352,7 +367,7 @@ def build(c_text: str, *, openmp: bool = False, march_native: bool = True) -> Pa
         except BaseException:
             # Whatever stopped us (compiler, disk, ^C), leave nothing under this key.
             shutil.rmtree(work, ignore_errors=True)
-            _discard(entry)
+            cache.discard(entry)
             raise
         shutil.rmtree(work, ignore_errors=True)
     return so_path

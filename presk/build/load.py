@@ -5,10 +5,16 @@ of the functions to call (a cffi `cdef`), and produces a `Library` whose `lib`
 attribute exposes those functions.
 
 Invariants:
-- A (resolved path, cdef) pair is opened once per process; later `load` calls return the
-  same `Library`. The dynamic linker also keys loaded objects by path, so a `unit.so`
-  rebuilt in place after being loaded is not reloaded by this process; cache entries
-  are content-addressed, so a path only ever names one unit's code.
+- A file is checked before `dlopen` sees it (`cache.object_problem`: a regular file, an
+  ELF shared object within its size, built for its entry's key), and after: every symbol
+  the caller expects (by default every name `cdef` declares) resolves. An object that
+  fails either, or that `dlopen` refuses, is rebuilt through `compile.rebuild` and the
+  rebuilt one loaded; only one that cannot be rebuilt is a `LoadError`.
+- A (resolved path, cdef) pair is opened once per file: later `load` calls return the
+  same `Library` while the file at that path is the one that was opened. The dynamic
+  linker keys loaded objects by path, so once a path has been opened in this process, a
+  different file there (rebuilt, replaced) is opened through a fresh copy under a new
+  name, removed right after: otherwise `dlopen` would hand back the old object.
 - `pointer` hands C a view of a numpy array's own memory, no copy: the array must be
   C-contiguous and of exactly the dtype matching the C type (`double` float64,
   `float` float32, `uint16_t` uint16, `int64_t` int64, native byte order). Anything
@@ -19,7 +25,12 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +38,9 @@ from typing import Any
 import cffi
 import numpy as np
 import numpy.typing as npt
+
+from presk.build import cache, compile
+from presk.build.errors import LoadError
 
 # The C element types buffers may have, with the one numpy dtype each may come from.
 DTYPES: dict[str, np.dtype[Any]] = {
@@ -46,24 +60,114 @@ class Library:
     path: Path
 
 
-_loaded: dict[tuple[str, str], Library] = {}
-# Two threads loading the same library must not both dlopen it and race on the dict.
+@dataclass(frozen=True)
+class _Opened:
+    library: Library
+    file: cache.FileId
+
+
+_loaded: dict[tuple[str, str], _Opened] = {}
+# Path -> the file dlopen opened under that name first: what it will hand back for it.
+_linked: dict[str, cache.FileId] = {}
+# Two threads loading the same library must not both dlopen it and race on the dicts.
 _loaded_lock = threading.Lock()
 
 
-def load(so_path: Path, cdef: str) -> Library:
-    """Open `so_path` with the declarations `cdef`, once per process per (path, cdef)."""
-    path = Path(so_path).resolve()
-    key = (str(path), cdef)
+class _Refused(Exception):
+    """The file at a path is not a loadable object (`file` is None if it cannot be opened)."""
+
+    def __init__(self, reason: str, file: cache.FileId | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.file = file
+
+
+def load(so_path: Path, cdef: str, *, symbols: Sequence[str] | None = None) -> Library:
+    """Open `so_path` with the declarations `cdef`, once per process per (path, cdef).
+
+    `symbols` are the names that must resolve (default: every name `cdef` declares). A
+    bad object that `build` returned in this process is rebuilt and the new one opened.
+    """
+    path = Path(os.path.realpath(so_path))
     with _loaded_lock:
-        found = _loaded.get(key)
-        if found is None:
-            ffi = cffi.FFI()
-            ffi.cdef(cdef)
-            # ABI mode: no C compiler at load time; the cdef must match the unit exactly.
-            found = Library(ffi=ffi, lib=ffi.dlopen(str(path)), path=path)
-            _loaded[key] = found
-        return found
+        try:
+            return _open(path, cdef, symbols)
+        except _Refused as first:
+            refused = first
+        rebuilt = compile.rebuild(path, refused.file)
+        if rebuilt is None:
+            raise LoadError(f"cannot load {path}: {refused.reason}")
+        try:
+            return _open(Path(os.path.realpath(rebuilt)), cdef, symbols)
+        except _Refused as again:
+            raise LoadError(f"cannot load {rebuilt}: {again.reason} (after a rebuild)") from None
+
+
+def _open(path: Path, cdef: str, symbols: Sequence[str] | None) -> Library:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as error:
+        raise _Refused(cache.reason(error), None) from None
+    try:
+        file = cache.file_id(os.fstat(fd))
+        found = _loaded.get((str(path), cdef))
+        if found is not None and found.file == file:
+            return found.library
+        problem = cache.object_problem(fd, cache.key_of(path))
+        if problem is not None:
+            raise _Refused(problem, file)
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        with _linkable(path, fd, file) as name:
+            try:
+                # ABI mode: no C compiler at load time; the cdef must match the unit exactly.
+                lib = ffi.dlopen(name)
+            except OSError as error:
+                raise _Refused(_first_line(error), file) from None
+            _linked.setdefault(str(path), file)
+    finally:
+        os.close(fd)
+    # Resolve now what the caller will call, so a missing one is found here, not mid-run.
+    for symbol in dir(lib) if symbols is None else symbols:
+        try:
+            getattr(lib, symbol)
+        except AttributeError:
+            raise _Refused(f"no symbol {symbol}", file) from None
+    library = Library(ffi=ffi, lib=lib, path=path)
+    _loaded[(str(path), cdef)] = _Opened(library, file)
+    return library
+
+
+@contextlib.contextmanager
+def _linkable(path: Path, fd: int, file: cache.FileId) -> Iterator[str]:
+    """A name under which dlopen opens the file `fd` itself, not an older one."""
+    if _linked.get(str(path), file) == file:
+        yield str(path)
+        return
+    # Beside the original first: its file system is one we may execute from.
+    for where in (path.parent, None):
+        try:
+            copy_dir = Path(tempfile.mkdtemp(prefix=".load-", dir=where))
+        except OSError:
+            continue
+        try:
+            copy = copy_dir / path.name
+            try:
+                with open(copy, "wb") as out, os.fdopen(os.dup(fd), "rb") as src:
+                    src.seek(0)
+                    shutil.copyfileobj(src, out)
+            except OSError:
+                continue
+            yield str(copy)  # removed once opened: the mapping outlives the name
+            return
+        finally:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+    raise _Refused("no directory for a fresh copy of a replaced object", file)
+
+
+def _first_line(error: OSError) -> str:
+    # cffi appends a paragraph about ctypes.util.find_library, which never applies here.
+    return str(error).split(".  Additionally,")[0].strip().splitlines()[0]
 
 
 def pointer(ffi: Any, array: npt.NDArray[Any], ctype: str, *, writable: bool = False) -> Any:
