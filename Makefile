@@ -52,7 +52,7 @@ libm-check: $(STAMP)
 	$(PY) libm/check_libm.py
 
 bench-reference: $(STAMP)
-	$(PY) -m presk.bench_reference
+	$(PY) benchmarks/reference.py
 
 loc:
 	@for d in presk presk/*/; do \

@@ -48,33 +48,23 @@ def prepared(
     dtype: str,
     threads: int = 1,
 ) -> tuple[object, list[object], object]:
-    from presk.ad.reverse import differentiate
-    from presk.backends.native import prepare
-    from presk.elab.presburger import Lin
-    from presk.elab.ty import Params, subst
-    from presk.interp.synth import synthesize
-    from presk.pipeline import front_end
+    """The entry compiled through the one compile path, and the inputs `presk run` draws."""
+    from presk.host.realization import Realization
+    from presk.interp.run import reference_inputs
+    from presk.pipeline import compile_path
 
-    checked, _ = front_end(path, {k: Fraction(v) for k, v in consts.items()})
-    info = checked.find(entry)
-    assert info is not None
-    module = differentiate(checked.core)
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    compiled, checked, chosen, binding = compile_path(
+        path,
+        entry,
+        dims,
+        Realization(dtype),
+        threads,
+        consts={k: Fraction(v) for k, v in consts.items()},
+        banner=f"bench {entry}",
+    )
     with gmpy2.context(precision=53):
-        inputs = [
-            synthesize(
-                subst(ty, env),
-                name,
-                "theta" if isinstance(ty, Params) else f"input/{name}",
-                dims,
-                None,
-                0,
-                default,
-            )
-            for name, ty, default in info.params
-        ]
-    p = prepare(module, info.name, dims, inputs, dtype, f"bench {entry}", threads)
-    return p, inputs, module
+        inputs = reference_inputs(chosen.info, binding.dims, binding.prefix, 0)
+    return compiled, inputs, checked
 
 
 def gemm(n: int) -> None:

@@ -8,41 +8,32 @@ products as a scale for the machine. The goal is under 2 s at 256 bits.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
-from argparse import Namespace
 
-EXAMPLE = "tests/examples/minigpt/train_minigpt.psk"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "tests/examples/minigpt/train_minigpt.psk")
 CONSTS = ["V=64", "D=16", "H=2", "L=2"]
 
 
 def _time_run(bits: int, repeat: int) -> list[float]:
-    from presk.interp.run import run_command
+    """`presk run` as the command line runs it, its output sent to /dev/null."""
+    import contextlib
 
+    from presk.cli import main
+
+    argv = ["run", EXAMPLE, "--entry", "loss", "--dim", "B=2", "--dim", "T=8"]
+    argv += [f for c in CONSTS for f in ("--const", c)] + ["--bits", str(bits)]
     times = []
     for _ in range(repeat):
-        args = Namespace(
-            file=EXAMPLE,
-            const=CONSTS,
-            entry="loss",
-            dim=["B=2", "T=8"],
-            seed="0",
-            bits=str(bits),
-            digits="12",
-            verbose=False,
-            json=False,
-            backend="interp",
-        )
         start = time.perf_counter()
-        out = sys.stdout
-        sys.stdout = open("/dev/null", "w")  # noqa: SIM115
-        try:
-            run_command(args)
-        finally:
-            sys.stdout.close()
-            sys.stdout = out
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            code = main(argv)
         times.append(time.perf_counter() - start)
+        if code != 0:
+            raise SystemExit(f"presk run failed with exit code {code}")
     return times
 
 

@@ -5,10 +5,10 @@ listed in `EXAMPLES` — and each realization f64, f32 and bf16, this runner
 
 1. synthesizes the entry's inputs exactly as `presk run` does (same front end, same
    `--dim` binding, same seed, same paths, same parameter initialisers: the steps of
-   `presk.interp.run._evaluate`, with its helpers);
+   `presk.interp.run.reference_inputs`);
 2. evaluates the reference interpreter at 256 bits once;
-3. compiles and calls the entry natively in the realization (`presk.interp.run._native`,
-   what `presk run --backend native --realize R` calls), on those same inputs;
+3. compiles the entry natively in the realization (`presk.pipeline.compile_entry`, what
+   `presk run --backend native --realize R` calls) and calls it on those same inputs;
 4. checks every real output element: |x − x̂| ≤ ε · (|x| + a), with (ε, a) from `BANDS`.
    Integer outputs (argmax, sample, positions, …) must be equal, except where the
    reference's decision is within rounding of a tie (`_explain_mismatch`);
@@ -174,11 +174,11 @@ def all_cases() -> list[Case]:
 @functools.cache
 def _front(file: str, consts: tuple[tuple[str, str], ...]) -> tuple[Any, Any]:
     """The checked program and its differentiated Core module (one per file and consts)."""
-    from presk.ad.reverse import differentiate
-    from presk.pipeline import const_overrides, front_end
+    from presk.commands.common import const_overrides
+    from presk.pipeline import core_module, front_end
 
     checked, _ = front_end(str(REPO / file), const_overrides([f"{k}={v}" for k, v in consts]))
-    return checked, differentiate(checked.core, "store")
+    return checked, core_module(checked, "store")
 
 
 @dataclass
@@ -190,37 +190,29 @@ class Loaded:
     text: str  # the entry as given to --entry
     dims: dict[str, int]
     module: Any
-    inputs: list[tuple[str, Any, Any]]  # (name, type, value), as `_evaluate` builds them
+    inputs: list[tuple[str, Any, Any]]  # (name, type, value), as `presk run` draws them
     init_hook: Any
+    checked: Any
+    entry: Any  # presk.entries.Entry
+    binding: Any  # presk.entries.Binding
 
 
 def load(case: Case, bits: int = BITS) -> Loaded:
     """Bind the dimensions and synthesize the inputs of `case` as `presk run` does."""
-    from presk.elab.presburger import Lin
-    from presk.elab.ty import Params, subst
-    from presk.interp.run import bind_dims, find_entry
-    from presk.interp.synth import init_from_key, synthesize
+    from presk.entries import bind_dims, find_entry
+    from presk.interp.run import reference_inputs, reference_interpreter
 
     checked, module = _front(case.file, case.consts)
     entry = find_entry(checked, case.entry)
-    dims, prefix = bind_dims(entry, dict(case.dims), checked)
-
-    def init_hook(ty: Any, at: dict[str, int], key: Any) -> Any:
-        assert isinstance(ty, Params)
-        env = {k: Lin.const_(Fraction(v)) for k, v in at.items()}
-        inst = subst(ty, env)
-        assert isinstance(inst, Params)
-        return init_from_key(inst.inst, at, key)
-
-    inputs: list[tuple[str, Any, Any]] = []
+    binding = bind_dims(entry, dict(case.dims))
+    dims = binding.dims
+    init_hook = reference_interpreter(module).init_hook
     with gmpy2.context(precision=bits):
-        for name, ty, default in entry.info.params:
-            env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
-            concrete_ty = subst(ty, env)
-            path = "theta" if isinstance(ty, Params) else f"input/{name}"
-            value = synthesize(concrete_ty, name, path, dims, prefix, case.seed, default)
-            inputs.append((name, ty, value))
-    return Loaded(case, entry.info.name, entry.text, dims, module, inputs, init_hook)
+        values = reference_inputs(entry.info, dims, binding.prefix, case.seed)
+    inputs = [(n, t, v) for (n, t, _), v in zip(entry.info.params, values, strict=True)]
+    return Loaded(
+        case, entry.info.name, entry.text, dims, module, inputs, init_hook, checked, entry, binding
+    )
 
 
 @dataclass
@@ -294,15 +286,16 @@ def _round_reals(value: Any, bits: int) -> Any:
 def native(loaded: Loaded, realize: str, bits: int = BITS, threads: int | None = None) -> Any:
     """The native result in `realize`, as `presk run --backend native --realize` computes it
     (on `threads` threads; by default presk run's, `PRESK_THREADS` or the machine's cores)."""
+    from presk.commands.common import threads_of
     from presk.host.realization import parse
-    from presk.interp.run import _native, default_threads
+    from presk.pipeline import compile_entry
 
-    realization = parse(realize)
-    count = default_threads() if threads is None else threads
+    count = threads_of(None) if threads is None else threads
+    compiled = compile_entry(
+        loaded.checked, loaded.entry, loaded.binding, parse(realize), count
+    )
     with gmpy2.context(precision=bits):
-        return _native(
-            loaded.module, loaded.name, loaded.dims, loaded.inputs, realization, loaded.text, count
-        )
+        return compiled.call_reference([v for _, _, v in loaded.inputs])
 
 
 def rounded_inputs(loaded: Loaded, realize: str) -> Loaded:
@@ -329,9 +322,7 @@ def rounded_inputs(loaded: Loaded, realize: str) -> Loaded:
         return v
 
     inputs = [(n, t, round_value(v)) for n, t, v in loaded.inputs]
-    return Loaded(
-        loaded.case, loaded.name, loaded.text, loaded.dims, loaded.module, inputs, loaded.init_hook
-    )
+    return dataclasses.replace(loaded, inputs=inputs)
 
 
 # ---------------------------------------------------------------- comparison

@@ -1,277 +1,332 @@
-"""The compiler's stages in order, and the commands built on them.
+"""The whole compiler, as two lists of passes run in order.
 
-    syntax/   lex, parse                      -> AST
-    elab/     imports, constants, dims        -> Program
-    types/    check, lower                    -> CheckedProgram (with PSK-Core)
-    interp/   evaluate on MPFR                -> values
+    FRONT_END   a file and its `--const` overrides   -> CheckedProgram (with PSK-Core)
+    BACK_END    one entry at concrete dims, in one realization, on N workers
+                                                      -> CompiledEntry (C text, a loaded .so)
 
-Each command function takes parsed arguments and returns an exit code.
+Every command that runs, dumps, times or exports an entry goes through
+`front_end` and `compile_entry` (or `lower_entry`, which stops before the C
+compiler); none assembles the stages itself. A pass is a function from one
+state to the next: the states are frozen, so what a pass sees is what the
+previous pass left.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Generic, Literal, TypeVar
 
-from presk.diagnostics import CompileError, Diagnostic, Sink, Source, print_diagnostics
-from presk.elab.program import LoadError, UnknownConstant, load, read_source
+from presk.ad.reverse import NotDifferentiable, differentiate
+from presk.backends.native import CompiledEntry, layout_of_type
+from presk.build.compile import build
+from presk.build.load import Library, load
+from presk.cgen.program import Unit, print_unit
+from presk.core import ir
+from presk.diagnostics import CommandError, Sink, UsageError
+from presk.elab.program import LoadError, Program, UnknownConstant, load as load_program
+from presk.entries import Binding, Entry
+from presk.host.program import HostProgram, HTensor, HValue, record
+from presk.host.realization import Realization
+from presk.interp.reference import RunError
+from presk.machine import memory_bytes
 from presk.types.check import CheckedProgram, check_program
 
-if TYPE_CHECKING:
-    from presk.host.realization import Realization
+Remat = Literal["store", "recompute"]
+S = TypeVar("S")
 
 
-class CommandError(Exception):
-    """A failure to report as one line and exit code 1 (a file that cannot be read)."""
+@dataclass(frozen=True)
+class Pass(Generic[S]):
+    """One step of the compiler: its name (as `--stage` and the docs call it) and what it does."""
+
+    name: str
+    description: str
+    run: Callable[[S], S]
 
 
-def parse_number(text: str) -> Fraction:
-    """An exact number from the command line: `3`, `0.5`, `1e-3`, `8/3`."""
+# ---------------------------------------------------------------- the front end
+
+
+@dataclass(frozen=True)
+class Front:
+    """A file on its way to PSK-Core."""
+
+    path: str
+    overrides: dict[str, Fraction]
+    sink: Sink
+    program: Program | None = None
+    checked: CheckedProgram | None = None
+
+
+def _load(state: Front) -> Front:
     try:
-        return Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(text) from None
+        program = load_program(state.path, state.overrides, state.sink)
+    except LoadError as error:
+        raise CommandError(str(error)) from None
+    except UnknownConstant as error:
+        raise UsageError(str(error)) from None
+    return replace(state, program=program)
 
 
-def parse_bindings(items: list[str], flag: str) -> dict[str, str]:
-    """`NAME=V` pairs from a repeatable flag, in order."""
-    from presk.cli import UsageError
-
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier() or not value.strip():
-            raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
-        out[name] = value.strip()
-    return out
+def _check(state: Front) -> Front:
+    assert state.program is not None
+    checked = check_program(state.program, state.sink)
+    state.sink.check()
+    return replace(state, checked=checked)
 
 
-def const_overrides(items: list[str]) -> dict[str, Fraction]:
-    from presk.cli import UsageError
-
-    out: dict[str, Fraction] = {}
-    for name, value in parse_bindings(items, "--const").items():
-        try:
-            out[name] = parse_number(value)
-        except ValueError:
-            raise UsageError(
-                f"--const {name}={value}: not a number (give an integer, a decimal or a fraction)"
-            ) from None
-    return out
+FRONT_END: tuple[Pass[Front], ...] = (
+    Pass("load", "lex, parse and elaborate the file and its imports; constants in ℚ", _load),
+    Pass("check", "shapes, regularity and effects; lowering to PSK-Core", _check),
+)
 
 
 def front_end(path: str, overrides: dict[str, Fraction]) -> tuple[CheckedProgram, Sink]:
     """Load and check a program; raises CompileError (warnings included) on errors."""
-    sink = Sink()
+    state = Front(path, overrides, Sink())
     try:
-        return _front_end(path, overrides, sink)
+        for step in FRONT_END:
+            state = step.run(state)
     except RecursionError:
         raise CommandError(f"{path}: the program is nested too deeply to compile") from None
+    assert state.checked is not None
+    return state.checked, state.sink
 
 
-def _front_end(
-    path: str, overrides: dict[str, Fraction], sink: Sink
-) -> tuple[CheckedProgram, Sink]:
-    try:
-        program = load(path, overrides, sink)
-    except LoadError as error:
-        raise CommandError(str(error)) from None
-    except UnknownConstant as error:
-        from presk.cli import UsageError
-
-        raise UsageError(str(error)) from None
-    checked = check_program(program, sink)
-    sink.check()
-    return checked, sink
+# ---------------------------------------------------------------- the back end
 
 
-def _data_file_type(path: str) -> str | None:
-    """The sample type a `.psk.d` file holds, for the training summary."""
-    from presk.data.format import DataError, read
-
-    try:
-        return read(path).type
-    except (DataError, OSError):
-        return None
+_DIFFERENTIATED: dict[tuple[int, str], tuple[CheckedProgram, ir.Module]] = {}
 
 
-def guard(command: str, body: Callable[[], int]) -> int:
-    """Run a command's body; a CommandError is one line and exit 1."""
-    try:
-        return body()
-    except CommandError as error:
-        sys.stderr.write(f"presk {command}: {error}\n")
-        return 1
-    except RecursionError:
-        sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
-        return 1
+def core_module(checked: CheckedProgram, remat: Remat = "store") -> ir.Module:
+    """The program's Core with every `grad` expanded: computed once per program and remat.
+
+    Raises NotDifferentiable for a derivative the AD does not build yet.
+    """
+    key = (id(checked), remat)
+    hit = _DIFFERENTIATED.get(key)
+    if hit is not None and hit[0] is checked:
+        return hit[1]
+    module = differentiate(checked.core, remat)
+    if len(_DIFFERENTIATED) >= 8:
+        _DIFFERENTIATED.pop(next(iter(_DIFFERENTIATED)))
+    _DIFFERENTIATED[key] = (checked, module)
+    return module
 
 
-def check(args: argparse.Namespace) -> int:
-    """`presk check FILE [--summary]`."""
+@dataclass(frozen=True)
+class Request:
+    """What to compile: an entry at concrete dims, in a realization, on `threads` workers."""
 
-    def body() -> int:
-        from presk.types.summary import summary
+    checked: CheckedProgram
+    entry: Entry
+    binding: Binding
+    realization: Realization
+    threads: int = 1
+    remat: Remat = "store"
+    banner: str = ""
+    tiles: bool = True  # False: point zero, every contraction row-wise (export --mode scop)
 
-        checked, sink = front_end(args.file, const_overrides(args.const))
-        print_diagnostics(sink.diagnostics, sys.stderr)
-        if args.summary:
-            sys.stdout.write(summary(checked, _data_file_type))
-        return 0
-
-    return guard("check", body)
+    @property
+    def dims(self) -> dict[str, int]:
+        return self.binding.dims
 
 
-def dump(args: argparse.Namespace) -> int:
-    """`presk dump FILE --stage STAGE`."""
-    from presk.cli import UsageError
+@dataclass(frozen=True)
+class Compilation:
+    """An entry on its way to a loaded library; each pass fills the next field."""
 
-    stage = args.stage
+    request: Request
+    module: ir.Module | None = None
+    layouts: tuple[HValue, ...] | None = None
+    host: HostProgram | None = None
+    unit: Unit | None = None
+    library_path: str | None = None
+    library: Library | None = None
 
-    def body() -> int:
-        if stage == "tokens":
-            from presk.syntax.lexer import lex
 
-            sink = Sink()
-            tokens = lex(_source(args.file), sink)
-            print_diagnostics(sink.diagnostics, sys.stderr)
-            sys.stdout.write("".join(t.dump() + "\n" for t in tokens))
-            return 1 if sink.has_errors else 0
-        if stage == "ast":
-            from presk.syntax import ast
-            from presk.syntax.parser import parse
+def _differentiate(state: Compilation) -> Compilation:
+    return replace(state, module=core_module(state.request.checked, state.request.remat))
 
-            sink = Sink()
-            tree = parse(_source(args.file), sink)
-            print_diagnostics(sink.diagnostics, sys.stderr)
-            sys.stdout.write(ast.dump(tree))
-            return 1 if sink.has_errors else 0
-        if stage == "core-after-ad":
-            from presk.ad.reverse import NotDifferentiable, differentiate
-            from presk.core.text import module_text
 
-            checked, sink = front_end(args.file, const_overrides(args.const))
-            print_diagnostics(sink.diagnostics, sys.stderr)
-            try:
-                module = differentiate(checked.core, args.remat)
-            except NotDifferentiable as error:
-                sys.stderr.write(f"presk dump: not built yet: {error}\n")
-                return 2
-            if args.unroll_stack:
-                from presk.core import unroll
+def _layout(state: Compilation) -> Compilation:
+    request = state.request
+    realization = request.realization
+    prefix = request.binding.shown_prefix
+    layouts = tuple(
+        layout_of_type(ty, request.dims, prefix, realization, default)
+        for _, ty, default in request.entry.info.params
+    )
+    return replace(state, layouts=layouts)
 
-                module = unroll.run(module)
-            sys.stdout.write(module_text(module))
-            return 0
-        if stage in ("elab", "core"):
-            checked, sink = front_end(args.file, const_overrides(args.const))
-            print_diagnostics(sink.diagnostics, sys.stderr)
-            if stage == "elab":
-                from presk.types.elab_dump import elab_dump
 
-                sys.stdout.write(elab_dump(checked))
-            else:
-                from presk.core import unroll
-                from presk.core.text import module_text
+def _record(state: Compilation) -> Compilation:
+    request = state.request
+    assert state.module is not None and state.layouts is not None
+    host = record(
+        state.module,
+        request.entry.info.name,
+        request.dims,
+        list(state.layouts),
+        request.realization.default,
+        request.threads,
+        request.realization,
+        tiles=request.tiles,
+    )
+    return replace(state, host=host)
 
-                core = unroll.run(checked.core) if args.unroll_stack else checked.core
-                sys.stdout.write(module_text(core))
-            return 0
-        if stage in ("sched", "kernel"):
-            return _dump_native(args, stage)
-        later = ("core-opt", "sensitivity", "network")
-        if stage in later:
-            sys.stderr.write(f"presk dump: stage `{stage}` is not built yet\n")
-            return 2
-        raise UsageError(
-            f"--stage {stage}: unknown stage "
-            "(tokens, ast, elab, core, core-after-ad, sched, kernel)"
+
+_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8}
+
+
+# No entry this machine cannot hold is compiled: its arena and its buffers
+# are counted before anything is allocated.
+def _budget(state: Compilation) -> Compilation:
+    assert state.host is not None
+    host = state.host
+    tensors = [leaf for _, leaf in host.inputs if isinstance(leaf, HTensor)]
+    tensors += [leaf for _, leaf in host.outputs]
+    needed = host.arena_bytes + sum(leaf.size * _BYTES[leaf.dtype] for leaf in tensors)
+    available = memory_bytes()
+    if needed > available:
+        raise RunError(
+            f"one call of `{state.request.entry.text}` needs {_size(needed)} "
+            f"(arena, inputs and outputs); this machine has {_size(available)}"
         )
-
-    return guard("dump", body)
-
-
-def _dump_native(args: argparse.Namespace, stage: str) -> int:
-    """`dump --stage sched` (fusion groups) and `--stage kernel` (the kernels an entry launches)."""
-    from presk.ad.reverse import NotDifferentiable, differentiate
-    from presk.cli import UsageError
-    from presk.sched.fusion import sched_text
-
-    checked, sink = front_end(args.file, const_overrides(args.const))
-    print_diagnostics(sink.diagnostics, sys.stderr)
-    try:
-        module = differentiate(checked.core, args.remat)
-    except NotDifferentiable as error:
-        sys.stderr.write(f"presk dump: not built yet: {error}\n")
-        return 2
-    if stage == "sched":
-        sys.stdout.write(sched_text(module))
-        return 0
-    from presk.backends.native import layout_of_type
-    from presk.host.program import HostError, record
-    from presk.interp.reference import RunError
-    from presk.interp.run import bind_dims, find_entry
-    from presk.kernel.text import kernel_text
-
-    if args.entry is None:
-        raise UsageError("--stage kernel needs --entry (and its --dim values)")
-    realization = realization_of(args.realize)
-    if realization is None:
-        return 1
-    chosen = realization.default
-    entry = find_entry(checked, args.entry)
-    try:
-        dims, prefix = bind_dims(entry, parse_bindings(args.dim, "--dim"), checked)
-        layouts = [
-            layout_of_type(ty, dims, prefix or (), chosen, default, realization.params)
-            for _, ty, default in entry.info.params
-        ]
-        host = record(module, entry.info.name, dims, layouts, chosen, realization=realization)
-    except (RunError, HostError, TypeError) as error:
-        sys.stderr.write(f"presk dump: {getattr(error, 'message', error)}\n")
-        return 1
-    saved = host.launches_unfused - host.launches
-    share = round(100 * saved / host.launches_unfused) if host.launches_unfused else 0
-    out = [
-        f"-- {len(host.kernels)} kernels, {host.launches} launches, "
-        + (chosen if realization.uniform else f"{args.realize} (default {chosen})"),
-        f"-- fusion: {host.launches_unfused} launches without it, {saved} saved ({share}%)",
-    ]
-    text = "\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels)
-    sys.stdout.write(text)
-    return 0
+    return state
 
 
-def realization_of(spec: str) -> Realization | None:
-    """`--realize` parsed; a refused realization (E7002) is reported and gives None."""
-    from presk.cli import UsageError
-    from presk.host.realization import RealizationError, parse
-
-    try:
-        return parse(spec)
-    except RealizationError as error:
-        if error.code is None:
-            raise UsageError(error.message) from None
-        print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
-        return None
+def _size(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit} ({n} bytes)"
+    return f"{n} bytes"
 
 
-def _source(path: str) -> Source:
-    try:
-        return read_source(path)
-    except LoadError as error:
-        raise CommandError(str(error)) from None
+def _print(state: Compilation) -> Compilation:
+    request = state.request
+    assert state.host is not None
+    names = ["theta" if name == "θ" else name for name, _, _ in request.entry.info.params]
+    unit = print_unit(state.host, request.entry.info.name, names, request.banner)
+    return replace(state, unit=unit)
 
 
-def run(args: argparse.Namespace) -> int:
-    """`presk run FILE --entry E …` on the reference interpreter."""
-    from presk.interp.run import run_command
+def _build(state: Compilation) -> Compilation:
+    assert state.unit is not None and state.host is not None
+    path = build(state.unit.text, openmp=state.host.splits > 0)
+    return replace(state, library_path=str(path))
 
-    return guard("run", lambda: run_command(args))
+
+def _load_library(state: Compilation) -> Compilation:
+    assert state.unit is not None and state.library_path is not None
+    return replace(state, library=load(state.library_path, state.unit.cdef))
 
 
-__all__ = ["CompileError", "check", "dump", "run"]
+BACK_END: tuple[Pass[Compilation], ...] = (
+    Pass("differentiate", "grad as vjp/fwd/bwd with residuals, then dead code removed", _differentiate),
+    Pass("layout", "each argument's buffers at these dims, in the realization's types", _layout),
+    Pass(
+        "record",
+        "the host program at concrete shapes: fusion groups lowered to kernels, "
+        "launches, folds, views, the arena, OpenMP splits",
+        _record,
+    ),
+    Pass("budget", "the bytes one call needs, against the machine's memory", _budget),
+    Pass("print", "kernels and host functions as one C translation unit", _print),
+    Pass("build", "cc into a shared object, cached by the hash of its text and flags", _build),
+    Pass("load", "dlopen through cffi", _load_library),
+)
+
+
+def run_back_end(request: Request, until: str = "load") -> Compilation:
+    """Run the back end's passes in order, up to and including `until`."""
+    if until not in {p.name for p in BACK_END}:
+        raise ValueError(f"no pass {until!r}")
+    state = Compilation(request)
+    for step in BACK_END:
+        state = step.run(state)
+        if step.name == until:
+            break
+    return state
+
+
+def lower_entry(request: Request) -> Compilation:
+    """An entry recorded and printed, without the C compiler (`dump --stage kernel`)."""
+    return run_back_end(request, until="print")
+
+
+def compile_entry(
+    checked: CheckedProgram,
+    entry: Entry,
+    binding: Binding,
+    realization: Realization,
+    threads: int = 1,
+    *,
+    remat: Remat = "store",
+    banner: str | None = None,
+    tiles: bool = True,
+) -> CompiledEntry:
+    """An entry compiled to a loaded library, callable on arrays and parameter trees."""
+    request = Request(
+        checked,
+        entry,
+        binding,
+        realization,
+        threads,
+        remat,
+        f"entry {entry.text}" if banner is None else banner,
+        tiles,
+    )
+    state = run_back_end(request)
+    assert state.unit is not None and state.host is not None and state.library is not None
+    assert state.layouts is not None
+    return CompiledEntry(
+        state.unit, state.host, state.library, realization, threads, state.layouts
+    )
+
+
+def compile_path(
+    path: str,
+    entry: str,
+    dims: dict[str, int],
+    realization: Realization,
+    threads: int = 1,
+    *,
+    consts: dict[str, Fraction] | None = None,
+    banner: str | None = None,
+    tiles: bool = True,
+) -> tuple[CompiledEntry, CheckedProgram, Entry, Binding]:
+    """A file's entry compiled at `dims`: what scripts, benchmarks and tests call."""
+    from presk.entries import bind_dims, find_entry
+
+    checked, _ = front_end(path, consts or {})
+    chosen = find_entry(checked, entry)
+    binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
+    compiled = compile_entry(
+        checked,
+        chosen,
+        binding,
+        realization,
+        threads,
+        banner=banner,
+        tiles=tiles,
+    )
+    return compiled, checked, chosen, binding
+
+
+__all__ = [
+    "BACK_END",
+    "FRONT_END",
+    "Compilation",
+    "NotDifferentiable",
+    "Pass",
+    "Request",
+    "compile_entry",
+    "compile_path",
+    "core_module",
+    "front_end",
+    "lower_entry",
+]

@@ -281,12 +281,12 @@ def test_console_script() -> None:
 
 def test_unexpected_exception_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug inside presk prints one line (no traceback) unless PRESK_DEBUG is set."""
-    from presk import pipeline
+    from presk.commands import check
 
-    def boom(args: object) -> int:
+    def boom(*args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(pipeline, "check", boom)
+    monkeypatch.setattr(check, "front_end", boom)
     code, out, err = run_presk("check", "tutorial/01_linear.psk")
     assert code == 1
     assert out == ""

@@ -349,7 +349,7 @@ def test_dump_kernel_of_tutorial_01_matches_the_manual(presk: Presk) -> None:
 
 
 def test_runner_synthesizes_the_inputs_of_presk_run(presk: Presk) -> None:
-    from presk.interp.run import to_json
+    from presk.commands.run import to_json
 
     doc = json.loads(_run(presk, *GRAD, "--json"))
     case = conf.Case("t", "tutorial/04_grad.psk", "loss_grad", (("D", "3"), ("B", "2")))

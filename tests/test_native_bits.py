@@ -8,23 +8,22 @@ reassociate: the same entry must give the same bits in every form.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from fractions import Fraction
 
 import gmpy2
 import numpy as np
 import pytest
 
-import presk.kernel.lower as lower
-from presk.ad.reverse import differentiate
-from presk.backends.native import prepare
 from presk.build import compile as build
-from presk.elab.presburger import Lin
-from presk.elab.ty import Params, subst
-from presk.interp.synth import synthesize
+from presk.host.realization import Realization
+from presk.interp.run import reference_inputs, reference_interpreter
 from presk.kernel import ir
 from presk.kernel.ir import Buffer
+from presk.kernel.lower import Launch, Step, lower
+from presk.kernel.lower.tiles import Packing, packed_shape
 from presk.kernel.text import kernel_text
-from presk.pipeline import front_end
+from presk.pipeline import compile_path, core_module, front_end
 from presk.sched import split
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -37,33 +36,43 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PRESK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
+@dataclass(frozen=True)
+class Case:
+    """An entry of a file at concrete dims, on the inputs `presk run` synthesizes."""
+
+    path: str
+    entry: str
+    dims: dict[str, int]
+    consts: dict[str, Fraction]
+    inputs: list[object]
+
+
 def _setup(path: str, entry: str, dims: dict[str, int], consts: dict[str, int] | None = None):
-    checked, _ = front_end(path, {k: Fraction(v) for k, v in (consts or {}).items()})
+    exact = {k: Fraction(v) for k, v in (consts or {}).items()}
+    checked, _ = front_end(path, exact)
     info = checked.find(entry)
     assert info is not None
-    module = differentiate(checked.core)
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
     with gmpy2.context(precision=53):
-        inputs = [
-            synthesize(
-                subst(t, env),
-                n,
-                "theta" if isinstance(t, Params) else f"input/{n}",
-                dims,
-                None,
-                0,
-                d,
-            )
-            for n, t, d in info.params
-        ]
-    return module, info.name, inputs
+        inputs = reference_inputs(info, dims, None, 0)
+    return Case(path, entry, dims, exact, inputs)
 
 
-def _bits(module, name, dims, inputs, dtype, threads=1) -> list[bytes]:
-    p = prepare(module, name, dims, inputs, dtype, "bits", threads)
-    bound = p.bind(inputs)
-    assert bound.invoke() == 0
-    return [a.tobytes() for a in bound.outputs]
+def _compile(case: Case, dtype: str, threads: int = 1, tiles: bool = True):
+    compiled, *_ = compile_path(
+        case.path,
+        case.entry,
+        case.dims,
+        Realization(dtype),
+        threads,
+        consts=case.consts,
+        banner="bits",
+        tiles=tiles,
+    )
+    return compiled
+
+
+def _bits(case: Case, dtype: str, threads: int = 1, tiles: bool = True) -> list[bytes]:
+    return [a.tobytes() for a in _compile(case, dtype, threads, tiles).raw(case.inputs)]
 
 
 # (32, 20): the packed form in one block of K; (32, 600): three blocks of 200, the
@@ -76,10 +85,9 @@ def test_tiles_and_lanes_give_the_row_wise_bits(tmp_path, monkeypatch, dtype, n,
     src = tmp_path / "gemm.psk"
     src.write_text(GEMM)
     dims = {"N": n, "M": m}
-    module, name, inputs = _setup(str(src), "gemm", dims)
-    tiled = _bits(module, name, dims, inputs, dtype)
-    monkeypatch.setattr(lower, "TILES", False)
-    assert _bits(module, name, dims, inputs, dtype) == tiled
+    case = _setup(str(src), "gemm", dims)
+    tiled = _bits(case, dtype)
+    assert _bits(case, dtype, tiles=False) == tiled
 
 
 BATCHED = "dim B\ndim T\nfn f(x : ℝ[B, T, 64], w : ℝ[64, 32]) -> ℝ[B, T, 32] = x · w\n"
@@ -92,12 +100,11 @@ def test_a_batched_product_is_packed_over_its_rows_with_the_row_wise_bits(
     src = tmp_path / "batched.psk"
     src.write_text(BATCHED)
     dims = {"B": 2, "T": 6}
-    module, name, inputs = _setup(str(src), "f", dims)
-    p = prepare(module, name, dims, inputs, dtype, "bits")
+    case = _setup(str(src), "f", dims)
+    p = _compile(case, dtype)
     assert any("scratch" in kernel_text(k) for _, k in p.host.kernels)
-    packed = _bits(module, name, dims, inputs, dtype)
-    monkeypatch.setattr(lower, "TILES", False)
-    assert _bits(module, name, dims, inputs, dtype) == packed
+    packed = _bits(case, dtype)
+    assert _bits(case, dtype, tiles=False) == packed
 
 
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
@@ -107,18 +114,18 @@ def test_threads_give_the_same_bits(tmp_path, dtype, n, m) -> None:
     src.write_text(GEMM + "fn mix(x : ℝ[N, M]) -> ℝ[N, M] = exp(x) * 2 + x\n")
     dims = {"N": n, "M": m}
     for entry in ("gemm", "mix"):
-        module, name, inputs = _setup(str(src), entry, dims)
-        one = _bits(module, name, dims, inputs, dtype, threads=1)
-        two = _bits(module, name, dims, inputs, dtype, threads=2)
+        case = _setup(str(src), entry, dims)
+        one = _bits(case, dtype, threads=1)
+        two = _bits(case, dtype, threads=2)
         assert one == two, entry
 
 
 def test_example_entries_same_bits_on_one_and_two_threads() -> None:
     mini = {"V": 64, "D": 16, "H": 2, "L": 2}
-    module, name, inputs = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
+    case = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
     dims = {"B": 2, "T": 8}
-    one = _bits(module, name, dims, inputs, "f32", 1)
-    assert one == _bits(module, name, dims, inputs, "f32", 2)
+    one = _bits(case, "f32", 1)
+    assert one == _bits(case, "f32", 2)
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
@@ -127,18 +134,18 @@ def test_march_native_and_compilers_change_no_bit(monkeypatch, cc) -> None:
         pytest.skip(f"{cc} is not installed")
     mini = {"V": 64, "D": 16, "H": 2, "L": 2}
     dims = {"B": 2, "T": 8}
-    module, name, inputs = _setup("tests/ad/minigpt_grad.psk", "loss_grad", dims, mini)
+    case = _setup("tests/ad/minigpt_grad.psk", "loss_grad", dims, mini)
     monkeypatch.setenv("PRESK_CC", "gcc")
-    reference = _bits(module, name, dims, inputs, "f32")
+    reference = _bits(case, "f32")
     monkeypatch.setenv("PRESK_CC", cc)
     original = build.build
 
     def without_native(text: str, *, openmp: bool = False, march_native: bool = True):
         return original(text, openmp=openmp, march_native=False)
 
-    assert _bits(module, name, dims, inputs, "f32") == reference
-    monkeypatch.setattr("presk.backends.native.build", without_native)
-    assert _bits(module, name, dims, inputs, "f32") == reference
+    assert _bits(case, "f32") == reference
+    monkeypatch.setattr("presk.pipeline.build", without_native)
+    assert _bits(case, "f32") == reference
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
@@ -150,19 +157,17 @@ def test_packed_form_without_march_native_changes_no_bit(tmp_path, monkeypatch, 
     src = tmp_path / "gemm.psk"
     src.write_text(GEMM)
     dims = {"N": 32, "M": 600}
-    module, name, inputs = _setup(str(src), "gemm", dims)
-    monkeypatch.setattr(lower, "TILES", False)
-    reference = _bits(module, name, dims, inputs, dtype)
-    monkeypatch.setattr(lower, "TILES", True)
+    case = _setup(str(src), "gemm", dims)
+    reference = _bits(case, dtype, tiles=False)
     monkeypatch.setenv("PRESK_CC", cc)
-    assert _bits(module, name, dims, inputs, dtype) == reference
+    assert _bits(case, dtype) == reference
     original = build.build
 
     def without_native(text: str, *, openmp: bool = False, march_native: bool = True):
         return original(text, openmp=openmp, march_native=False)
 
-    monkeypatch.setattr("presk.backends.native.build", without_native)
-    assert _bits(module, name, dims, inputs, dtype) == reference
+    monkeypatch.setattr("presk.pipeline.build", without_native)
+    assert _bits(case, dtype) == reference
 
 
 def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
@@ -186,10 +191,8 @@ def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
 )
 def test_packed_form_applies_where_its_conditions_hold(dtype, m, k, n, packed) -> None:
     a, b, out = _matrix(0, dtype, m, k), _matrix(1, dtype, k, n), _matrix(2, dtype, m, n)
-    assert lower._packed_shape(a, b, out) == (packed and lower.Packing(*packed))
-    kernel = lower.lower(
-        lower.Launch([lower.Step("dot", {}, [a, b], out.axes)], [a, b], out), dtype
-    )
+    assert packed_shape(a, b, out) == (packed and Packing(*packed))
+    kernel = lower(Launch([Step("dot", {}, [a, b], out.axes)], [a, b], out), dtype)
     text = kernel_text(kernel)
     assert ("scratch %3" in text) == (packed is not None)
     if packed and n > 2 * packed[0] and m * k * n >= split.WORK_THRESHOLD:
@@ -199,9 +202,7 @@ def test_packed_form_applies_where_its_conditions_hold(dtype, m, k, n, packed) -
 def test_scratch_stores_do_not_stop_a_split_but_outer_ones_do() -> None:
     """A scratch buffer declared inside the outer loop is one iteration's own."""
     a, b, out = _matrix(0, "f32", 64, 512), _matrix(1, "f32", 512, 64), _matrix(2, "f32", 64, 64)
-    kernel = lower.lower(
-        lower.Launch([lower.Step("dot", {}, [a, b], out.axes)], [a, b], out), "f32"
-    )
+    kernel = lower(Launch([Step("dot", {}, [a, b], out.axes)], [a, b], out), "f32")
     assert split.splittable(kernel)
     (loop,) = kernel.body
     assert isinstance(loop, ir.For)
@@ -213,13 +214,11 @@ def test_scratch_stores_do_not_stop_a_split_but_outer_ones_do() -> None:
 
 
 def test_native_matches_reference_digits_for_attention() -> None:
-    module, name, inputs = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
-    p = prepare(module, name, {"B": 1, "T": 3}, inputs, "f64", "attend")
-    native = p.call(inputs)
-    from presk.interp.reference import Interpreter
-
+    case = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
+    native = _compile(case, "f64").call_reference(case.inputs)
+    checked, _ = front_end(case.path, {})
     with gmpy2.context(precision=256):
-        exact = Interpreter(module).call(name, {"B": 1, "T": 3}, inputs)
+        exact = reference_interpreter(core_module(checked)).call("attend", case.dims, case.inputs)
     got = np.array([float(x) for x in native.data.reshape(-1)])
     want = np.array([float(x) for x in exact.data.reshape(-1)])
     assert np.all(np.abs(got - want) <= 2**-40 * (np.abs(want) + 2**-50))
@@ -230,9 +229,8 @@ def test_invoke_keeps_every_buffer_alive() -> None:
     import gc
     import weakref
 
-    module, name, inputs = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
-    p = prepare(module, name, {"B": 1, "T": 3}, inputs, "f64", "attend")
-    bound = p.bind(inputs)
+    case = _setup("tutorial/03_attention.psk", "attend", {"B": 1, "T": 3})
+    bound = _compile(case, "f64").bind(case.inputs)
     refs = [weakref.ref(a) for a in bound.outputs]
     invoke = bound.invoke
     del bound

@@ -1,18 +1,22 @@
-"""The native backend: an entry recorded as C, compiled, cached and called through cffi.
+"""The native backend: a compiled entry, called on arrays through cffi.
 
-`prepare(module, entry, dims, inputs, dtype)` records the entry at the
-shapes of its inputs (the reference's synthesized values), prints one C
-translation unit, builds it (cached by hash) and returns a `Prepared` whose
-`call(inputs)` converts the inputs to the realization's buffers, makes one
-cffi call, and converts the outputs back to reference values for printing.
+`presk.pipeline.compile_entry` records an entry at concrete shapes, prints
+one C translation unit, builds it (cached by hash) and returns a
+`CompiledEntry`. Calling it converts the arguments to the realization's
+buffers, makes one foreign call in an arena of its own, and returns the
+outputs as arrays: the same tree of tuples and parameter records the entry
+returns, with dicts for records.
 
-Realizations: f64, f32, or bf16 (uint16 storage, f32 arithmetic). An input
-reaches f32 from its double, and bf16 from that f32 (two roundings).
+Arguments are host values: numpy arrays (or anything `np.asarray` takes) for
+tensors, dicts (or reference trees) for parameter trees, tuples, `rng.Key`s.
+A real reaches f32 from its double and bf16 from that f32 (two roundings), as
+the reference's synthesized doubles always have; bf16 outputs come back
+widened, exactly, to float32.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -21,12 +25,11 @@ import gmpy2
 import numpy as np
 import numpy.typing as npt
 
-from presk.build.compile import build
-from presk.build.load import Library, load
-from presk.cgen.program import Unit, print_unit
-from presk.core import ir
+from presk.build.load import Library
+from presk.cgen.program import Unit
 from presk.data.format import bf16_to_f32, f32_to_bf16
-from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue, record
+from presk.diagnostics import UsageError
+from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue
 from presk.host.realization import Realization
 from presk.interp import rng
 from presk.interp.reference import Tree, Value
@@ -42,74 +45,21 @@ from_bf16 = bf16_to_f32
 
 _NUMPY = {"f64": np.float64, "f32": np.float32, "bf16": np.uint16, "i64": np.int64}
 
-
-def _array(value: Tensor, dtype: str) -> npt.NDArray[Any]:
-    """A reference tensor as a buffer of the realization's type."""
-    if value.kind != Kind.REAL:
-        return np.array(value.data.tolist(), dtype=np.int64).reshape(value.shape)
-    doubles = np.array([float(x) for x in value.data.reshape(-1)], dtype=np.float64)
-    if dtype == "f64":
-        return doubles.reshape(value.shape)
-    singles = doubles.astype(np.float32)
-    if dtype == "f32":
-        return singles.reshape(value.shape)
-    return to_bf16(singles).reshape(value.shape)
-
-
-def _tensor(array: npt.NDArray[Any], leaf: HTensor) -> Tensor:
-    """A buffer back as a reference tensor (exact values of the machine numbers)."""
-    axes = tuple(Axis(name, size) for name, size in leaf.axes)
-    if leaf.dtype == "i64":
-        return Tensor(Kind.IDX, axes, np.array(array.tolist(), dtype=object).reshape(array.shape))
-    if leaf.dtype == "bf16":
-        array = from_bf16(array)
-    with gmpy2.context(precision=64):
-        data = np.empty(array.shape, dtype=object)
-        for idx, x in np.ndenumerate(array):
-            data[idx] = gmpy2.mpfr(float(x))
-    return Tensor(Kind.REAL, axes, data)
-
-
-def host_value(
-    value: Value, dtype: str, params: dict[str, str] | None = None, path: str = ""
-) -> HValue:
-    """The layout of a reference value: what the recording specialises on.
-
-    `params` gives a parameter leaf (by dotted path in a tree) its own storage type.
-    """
-    match value:
-        case Tensor():
-            storage = dtype if value.kind == Kind.REAL else "i64"
-            if params and value.kind == Kind.REAL and path in params:
-                storage = params[path]
-            return HTensor("", storage, tuple((a.name, a.size) for a in value.axes))
-        case Tree(items):
-            return HTree(
-                tuple(
-                    (k, host_value(v, dtype, params, f"{path}.{k}" if path else k))
-                    for k, v in items
-                )
-            )
-        case tuple():
-            return tuple(host_value(v, dtype, params, path) for v in value)
-        case Fraction():
-            return HConst(value)
-        case rng.Key():
-            return HKey("")
-    raise TypeError(f"no native layout for {type(value).__name__}")
+# What a host tree holds: arrays, records as dicts (or reference trees), tuples, keys.
+HostArg = Any
 
 
 def layout_of_type(
     ty: object,
     dims: dict[str, int],
     prefix: tuple[Axis, ...],
-    dtype: str,
+    realization: Realization,
     default: Fraction | None = None,
-    params: dict[str, str] | None = None,
+    path: str | None = None,
 ) -> HValue:
-    """The layout of an argument from its type alone (no values drawn).
+    """The buffers of an argument of type `ty` at these dims, in the realization's types.
 
-    `params` gives a parameter leaf (by dotted path) its own storage type.
+    A parameter leaf is stored in the type the realization gives its dotted path.
     """
     from presk.elab.presburger import Lin
     from presk.elab.ty import Elem, Hyper, KeyT, Params, TupleT, subst
@@ -123,18 +73,20 @@ def layout_of_type(
             concrete = subst(ty, env)
             assert isinstance(concrete, TensorT)
             axes = axes_of(concrete, dims, prefix)
-            storage = dtype if ty.elem == Elem.REAL else "i64"
+            storage = "i64"
+            if ty.elem == Elem.REAL:
+                storage = realization.default if path is None else realization.param(path)
             return HTensor("", storage, tuple((a.name, a.size) for a in axes))
         case Params():
             concrete_params = subst(ty, env)
             assert isinstance(concrete_params, Params)
             flat = [
-                (path, layout_of_type(leaf, dims, (), (params or {}).get(path, dtype)))
-                for path, leaf, _ in param_leaves(concrete_params.inst)
+                (leaf_path, layout_of_type(leaf, dims, (), realization, path=leaf_path))
+                for leaf_path, leaf, _ in param_leaves(concrete_params.inst)
             ]
             return _nest_layout(flat)
         case TupleT(items):
-            return tuple(layout_of_type(i, dims, prefix, dtype) for i in items)
+            return tuple(layout_of_type(i, dims, prefix, realization) for i in items)
         case KeyT():
             return HKey("")
         case Hyper():
@@ -159,52 +111,187 @@ def _nest_layout(flat: list[tuple[str, HValue]]) -> HTree:
     return HTree(tuple((h, leaves_[h] if h in leaves_ else _nest_layout(groups[h])) for h in order))
 
 
-def _leaf_values(value: Value) -> list[Tensor | rng.Key]:
+# ---------------------------------------------------------------- values in and out
+
+
+def from_reference(value: Value) -> HostArg:
+    """A reference value as host arrays: reals as the doubles they hold (exact for
+    synthesized values), indices and masks as int64."""
     match value:
-        case Tensor() | rng.Key():
-            return [value]
+        case Tensor():
+            if value.kind != Kind.REAL:
+                return np.array(value.data.tolist(), dtype=np.int64).reshape(value.shape)
+            flat = [float(x) for x in value.data.reshape(-1)]
+            return np.array(flat, dtype=np.float64).reshape(value.shape)
         case Tree(items):
-            return [x for _, v in items for x in _leaf_values(v)]
+            return {k: from_reference(v) for k, v in items}
         case tuple():
-            return [x for v in value for x in _leaf_values(v)]
-    return []
+            return tuple(from_reference(v) for v in value)
+    return value
+
+
+def _storage(value: HostArg, leaf: HTensor, where: str) -> npt.NDArray[Any]:
+    """An argument leaf as the contiguous buffer C reads: shape checked, type converted."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{where}: not an array ({error})") from None
+    shape = tuple(s for _, s in leaf.axes)
+    if array.shape != shape:
+        named = ", ".join(f"{n}: {s}" if n else str(s) for n, s in leaf.axes)
+        got = ", ".join(str(s) for s in array.shape)
+        axis = _first_mismatch(array.shape, leaf.axes)
+        raise UsageError(f"{where}: expected shape [{named}], got [{got}]{axis}")
+    if leaf.dtype == "i64":
+        if array.dtype.kind not in "iub":
+            raise UsageError(f"{where}: expected integers (indices or a mask), got {array.dtype}")
+        return np.ascontiguousarray(array, dtype=np.int64)
+    if array.dtype.kind not in "fiub":
+        raise UsageError(f"{where}: expected real numbers, got {array.dtype}")
+    if leaf.dtype == "f64":
+        return np.ascontiguousarray(array, dtype=np.float64)
+    singles = np.ascontiguousarray(array, dtype=np.float32)
+    return singles if leaf.dtype == "f32" else to_bf16(singles)
+
+
+def _first_mismatch(shape: tuple[int, ...], axes: tuple[tuple[str | None, int], ...]) -> str:
+    if len(shape) != len(axes):
+        return f" (rank {len(shape)}, expected {len(axes)})"
+    for (name, size), got in zip(axes, shape, strict=True):
+        if size != got:
+            label = f"axis `{name}`" if name else "an unnamed axis"
+            return f" ({label} has {got}, expected {size})"
+    return ""
+
+
+def _flatten(layout: HValue, value: HostArg, where: str) -> list[npt.NDArray[Any] | rng.Key]:
+    """The pointer leaves of an argument, in the order of the entry's `_in` struct."""
+    match layout:
+        case HTensor():
+            if isinstance(value, Tensor):
+                value = from_reference(value)
+            return [_storage(value, layout, where)]
+        case HKey():
+            if not isinstance(value, rng.Key):
+                raise UsageError(f"{where}: expected a random key, got {type(value).__name__}")
+            return [value]
+        case HTree(items):
+            if isinstance(value, Tree):
+                value = dict(value.items)
+            if not isinstance(value, Mapping):
+                raise UsageError(f"{where}: expected a parameter tree (a dict)")
+            missing = [k for k, _ in items if k not in value]
+            if missing:
+                raise UsageError(f"{where}: no `{missing[0]}` in the parameter tree")
+            extra = [k for k in value if k not in {k for k, _ in items}]
+            if extra:
+                raise UsageError(f"{where}: the parameter tree has no leaf `{extra[0]}`")
+            return [x for k, sub in items for x in _flatten(sub, value[k], f"{where}.{k}")]
+        case tuple():
+            if not isinstance(value, tuple | list) or len(value) != len(layout):
+                raise UsageError(f"{where}: expected a tuple of {len(layout)}")
+            return [
+                x
+                for i, (sub, v) in enumerate(zip(layout, value, strict=True))
+                for x in _flatten(sub, v, f"{where}.{i}")
+            ]
+        case HConst():
+            return []  # a hyperparameter's value is part of the compiled code
+    raise TypeError(f"unexpected layout {layout!r}")
+
+
+def _rebuild(template: HValue, leaves: list[Any], record: Callable[[tuple[tuple[str, Any], ...]], Any]) -> Any:
+    match template:
+        case HTensor():
+            return leaves.pop(0)
+        case HTree(items):
+            return record(tuple((k, _rebuild(v, leaves, record)) for k, v in items))
+        case tuple():
+            return tuple(_rebuild(v, leaves, record) for v in template)
+    raise TypeError("unexpected result layout")
+
+
+def _reference_tensor(array: npt.NDArray[Any], leaf: HTensor) -> Tensor:
+    """An output buffer as a reference tensor (the exact values of the machine numbers)."""
+    axes = tuple(Axis(name, size) for name, size in leaf.axes)
+    if leaf.dtype == "i64":
+        return Tensor(Kind.IDX, axes, np.array(array.tolist(), dtype=object).reshape(array.shape))
+    if leaf.dtype == "bf16":
+        array = from_bf16(array)
+    with gmpy2.context(precision=64):
+        data = np.empty(array.shape, dtype=object)
+        for idx, x in np.ndenumerate(array):
+            data[idx] = gmpy2.mpfr(float(x))
+    return Tensor(Kind.REAL, axes, data)
+
+
+def _widened(array: npt.NDArray[Any], leaf: HTensor) -> npt.NDArray[Any]:
+    return from_bf16(array) if leaf.dtype == "bf16" else array
+
+
+# ---------------------------------------------------------------- the compiled entry
 
 
 @dataclass
 class Bound:
-    """An entry with its inputs in buffers.
+    """An entry with its arguments in buffers, for repeated calls (what a benchmark times).
 
-    `invoke()` makes one cffi call (what a benchmark times); `outputs` are the
-    output buffers as the call leaves them; `finish()` converts them back to
-    reference values. `keep` holds what the C side reads through raw pointers.
+    `invoke()` makes one foreign call; `outputs` are the output buffers as the
+    call leaves them (storage types: bf16 as uint16). `keep` holds what the C
+    side reads through raw pointers.
     """
 
     invoke: Callable[[], int]
-    finish: Callable[[], Value]
     outputs: list[npt.NDArray[Any]]
     keep: list[Any]
 
 
-@dataclass
-class Prepared:
-    """A compiled entry ready to be called."""
+@dataclass(frozen=True)
+class CompiledEntry:
+    """An entry compiled once, to be called many times.
+
+    Each call runs in an arena of its own, so one `CompiledEntry` may be called
+    from several threads at once.
+    """
 
     unit: Unit
     host: HostProgram
     library: Library
-    dtype: str
-    threads: int = 1
+    realization: Realization
+    threads: int
+    layouts: tuple[HValue, ...]
 
-    def call(self, inputs: list[Value]) -> Value:
-        """One call of the entry on reference values; the result as reference values."""
-        bound = self.bind(inputs)
-        status = bound.invoke()
-        if status != 0:
-            raise RuntimeError(f"{self.unit.symbol} returned {status}")
-        return bound.finish()
+    @property
+    def c_text(self) -> str:
+        return self.unit.text
 
-    def bind(self, inputs: list[Value]) -> Bound:
-        """Convert the inputs once into buffers, ready for repeated calls."""
+    @property
+    def kernels(self) -> int:
+        return len(self.host.kernels)
+
+    @property
+    def launches(self) -> int:
+        return self.host.launches
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.unit.arena_bytes
+
+    def buffers(self, args: list[HostArg]) -> list[npt.NDArray[Any] | rng.Key]:
+        """The arguments as the buffers C reads, in the `_in` struct's order (checked)."""
+        if len(args) != len(self.layouts):
+            raise UsageError(f"the entry takes {len(self.layouts)} arguments, got {len(args)}")
+        names = [field for field, _, _ in self.unit.inputs]
+        flat = [
+            x
+            for i, (layout, value) in enumerate(zip(self.layouts, args, strict=True))
+            for x in _flatten(layout, value, f"argument {i + 1}")
+        ]
+        assert len(flat) == len(names)
+        return flat
+
+    def bind(self, args: list[HostArg]) -> Bound:
+        """Convert the arguments once into buffers, ready for repeated calls."""
         ffi, lib = self.library.ffi, self.library.lib
         keep: list[Any] = []
         arena_buf = np.zeros(max(self.unit.arena_bytes, 1), dtype=np.uint8)
@@ -213,19 +300,15 @@ class Prepared:
         arena.size = self.unit.arena_bytes
         arena.threads = self.threads
         c_in = ffi.new(f"{self.unit.symbol}_in *")
-        values = [leaf for v in inputs for leaf in _leaf_values(v)]
-        for (field, ctype, leaf), value in zip(self.unit.inputs, values, strict=True):
-            if isinstance(leaf, HKey):
-                assert isinstance(value, rng.Key)
+        for (field, ctype, _), value in zip(self.unit.inputs, self.buffers(args), strict=True):
+            if isinstance(value, rng.Key):
                 key = ffi.new("presk_key *")
                 key.k[0], key.k[1] = value.k0, value.k1
                 keep.append(key)
                 setattr(c_in, field, key)
                 continue
-            assert isinstance(value, Tensor)
-            array = np.ascontiguousarray(_array(value, leaf.dtype))
-            keep.append(array)
-            setattr(c_in, field, ffi.cast(ctype, ffi.from_buffer(array)))
+            keep.append(value)
+            setattr(c_in, field, ffi.cast(ctype, ffi.from_buffer(value)))
         c_out = ffi.new(f"{self.unit.symbol}_out *")
         outs: list[npt.NDArray[Any]] = []
         for field, ctype, leaf in self.unit.outputs:
@@ -233,51 +316,33 @@ class Prepared:
             outs.append(array)
             setattr(c_out, field, ffi.cast(ctype, ffi.from_buffer(array)))
         entry = getattr(lib, self.unit.symbol)
-        # The C side reads these through raw pointers: they live as long as the closures.
+        # The C side reads these through raw pointers: they live as long as the closure.
         keep.extend([arena_buf, arena, c_in, c_out, outs])
 
         def invoke() -> int:
-            # The closure holds `keep`: the buffers C reads through raw pointers live
-            # as long as this function does, even if the Bound is dropped.
             assert keep
             status: int = entry(arena, c_in, c_out)
             return status
 
-        def finish() -> Value:
-            pairs = zip(outs, self.unit.outputs, strict=True)
-            tensors = [_tensor(a, leaf) for a, (_, _, leaf) in pairs]
-            return _rebuild(self.host.entry.result, tensors)
+        return Bound(invoke, outs, keep)
 
-        return Bound(invoke, finish, outs, keep)
+    def raw(self, args: list[HostArg]) -> list[npt.NDArray[Any]]:
+        """One call; the output buffers in their storage types."""
+        bound = self.bind(args)
+        status = bound.invoke()
+        if status != 0:
+            raise RuntimeError(f"{self.unit.symbol} returned {status}")
+        return bound.outputs
 
+    def __call__(self, *args: HostArg) -> Any:
+        """One call on host values; the result as arrays, dicts and tuples."""
+        outs = self.raw(list(args))
+        leaves = [_widened(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)]
+        return _rebuild(self.host.entry.result, leaves, dict)
 
-def _rebuild(template: HValue, tensors: list[Tensor]) -> Value:
-    match template:
-        case HTensor():
-            return tensors.pop(0)
-        case HTree(items):
-            return Tree(tuple((k, _rebuild(v, tensors)) for k, v in items))
-        case tuple():
-            return tuple(_rebuild(v, tensors) for v in template)
-    raise TypeError("unexpected result layout")
-
-
-def prepare(
-    module: ir.Module,
-    entry: str,
-    dims: dict[str, int],
-    inputs: list[Value],
-    dtype: str,
-    banner: str,
-    threads: int = 1,
-    realization: Realization | None = None,
-) -> Prepared:
-    """Record, print, build and load an entry for these inputs' layouts."""
-    chosen = realization or Realization(dtype)
-    args = [host_value(v, chosen.default, chosen.params) for v in inputs]
-    host = record(module, entry, dims, args, chosen.default, threads, chosen)
-    fn = next(f for f in module.functions if f.name == entry)
-    names = ["theta" if p.name == "θ" else p.name for p in fn.params]
-    unit = print_unit(host, entry, names, banner)
-    so_path = build(unit.text, openmp=host.splits > 0)
-    return Prepared(unit, host, load(so_path, unit.cdef), dtype, threads)
+    def call_reference(self, values: list[Value]) -> Value:
+        """One call on reference values; the result as reference values (for printing)."""
+        outs = self.raw(list(values))
+        pairs = zip(outs, self.unit.outputs, strict=True)
+        tensors = [_reference_tensor(a, leaf) for a, (_, _, leaf) in pairs]
+        return _rebuild(self.host.entry.result, tensors, Tree)

@@ -47,7 +47,8 @@ from presk.diagnostics import UsageError
 from presk.elab.ty import Elem, lin_int
 from presk.interp.tensor import Kind, Tensor, format_axes, format_number
 
-__all__ = ["data_command"]
+NAME = "data"
+HELP = "Produce and inspect `.psk.d` data files"
 
 ITEMS_SHOWN = 8
 """`info` shows at most this many items per bracket, then `...`."""
@@ -62,7 +63,29 @@ class _Failure(Exception):
     """A problem with the user's files: one line, exit 1."""
 
 
-def data_command(args: argparse.Namespace) -> int:
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from presk.commands.common import Parser
+
+    data = sub.add_parser(NAME, help=HELP, description=HELP)
+    actions = data.add_subparsers(
+        dest="data_command", metavar="<action>", parser_class=Parser, required=True
+    )
+    pack = actions.add_parser("pack", help="a text file, one sample a line, into a .psk.d file")
+    pack.add_argument("input", metavar="FILE.txt", help="one sample a line; `-` for stdin")
+    pack.add_argument("--type", required=True, help="the sample type, e.g. `(ℝ[4], ℝ[4])`")
+    pack.add_argument("-o", dest="output", required=True, metavar="F.psk.d", help="the output")
+    pack.add_argument("--real", choices=("f64", "f32", "bf16"), default="f64", help="reals as")
+    info = actions.add_parser("info", help="the header, the leaves and the first samples")
+    info.add_argument("file", metavar="F.psk.d")
+    info.add_argument("--samples", default="3", help="samples shown (default 3)")
+    info.add_argument("--digits", default="6", help="significant digits (default 6)")
+    diff = actions.add_parser("diff", help="‖a − b‖₂ and ‖a‖₂ over every real of two files")
+    diff.add_argument("a", metavar="A.psk.d")
+    diff.add_argument("b", metavar="B.psk.d")
+    data.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
     """The body of `presk data`; returns the exit code."""
     actions = {"pack": _pack, "info": _info, "diff": _diff}
     action = actions.get(getattr(args, "data_command", None) or "")

@@ -1,0 +1,184 @@
+"""What the commands share: the flags of a file and an entry, and how a failure is told.
+
+Every command module has `NAME`, `HELP`, `add(subparsers)` (its argparse
+wiring, which sets `handler`) and `main(args) -> int`. Exit codes: 0
+success (warnings allowed), 1 a diagnostic with an error or a run-time
+error, 2 a usage error or something not built yet. Diagnostics and errors
+go to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import NoReturn
+
+from presk.diagnostics import CommandError, Diagnostic, UsageError, print_diagnostics
+from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_bindings
+from presk.host.realization import Realization, RealizationError, parse
+from presk.interp.reference import RunError
+from presk.machine import cores
+from presk.types.check import CheckedProgram
+
+MAX_THREADS = 1024
+
+
+class NotBuiltYet(Exception):
+    """A command or flag of the manual that presk does not have yet: exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: {message}\n")
+        sys.exit(2)
+
+
+# Flags of the manual not built yet: given, the command answers so (exit 2).
+_LATER = "_presk_later"
+
+
+def later_flag(parser: argparse.ArgumentParser, flag: str, what: str, takes_value: bool = True) -> None:
+    """A flag the manual names that is not built yet: accepted, then refused with exit 2."""
+    dest = f"later_{flag.lstrip('-').replace('-', '_')}"
+    if takes_value:
+        parser.add_argument(flag, dest=dest, metavar="…", help=f"{what} (not built yet)")
+    else:
+        parser.add_argument(
+            flag, dest=dest, action="store_const", const=True, help=f"{what} (not built yet)"
+        )
+    parser.set_defaults(**{_LATER: {**(parser.get_default(_LATER) or {}), flag: what}})
+
+
+def refuse_later_flags(args: argparse.Namespace) -> None:
+    """Raise NotBuiltYet for the first not-built flag given."""
+    for flag, what in (getattr(args, _LATER, None) or {}).items():
+        if getattr(args, f"later_{flag.lstrip('-').replace('-', '_')}", None) is not None:
+            raise NotBuiltYet(f"`{flag}` ({what})")
+
+
+def file_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the .psk source file")
+    parser.add_argument(
+        "--const",
+        action="append",
+        default=[],
+        metavar="NAME=V",
+        help="override a constant (exact: integer, decimal or fraction); repeatable",
+    )
+
+
+def entry_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--entry", help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`"
+    )
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="bind a dimension, or name an axis of an open prefix `...`; repeatable",
+    )
+
+
+def remat_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--remat",
+        choices=("store", "recompute"),
+        default="store",
+        help="derivatives keep their forward values (store) or compute them again",
+    )
+
+
+def parse_number(text: str) -> Fraction:
+    """An exact number from the command line: `3`, `0.5`, `1e-3`, `8/3`."""
+    try:
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(text) from None
+
+
+def const_overrides(items: list[str]) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    for name, value in parse_bindings(items, "--const").items():
+        try:
+            out[name] = parse_number(value)
+        except ValueError:
+            raise UsageError(
+                f"--const {name}={value}: not a number (give an integer, a decimal or a fraction)"
+            ) from None
+    return out
+
+
+def realization_of(spec: str) -> Realization | None:
+    """`--realize` parsed; a refused realization (E7002) is reported and gives None."""
+    try:
+        return parse(spec)
+    except RealizationError as error:
+        if error.code is None:
+            raise UsageError(error.message) from None
+        print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+        return None
+
+
+def threads_of(flag: str | None, default: int | None = None) -> int:
+    """`--threads N`; without it `default`, else `PRESK_THREADS`, else the machine's cores."""
+    if flag is not None:
+        return natural("--threads", flag, 1, MAX_THREADS)
+    if default is not None:
+        return default
+    env = os.environ.get("PRESK_THREADS")
+    if env is not None and env.strip():
+        try:
+            return natural("PRESK_THREADS", env, 1, MAX_THREADS)
+        except UsageError as error:
+            raise UsageError(str(error).replace("PRESK_THREADS ", "PRESK_THREADS=", 1)) from None
+    return min(cores(), MAX_THREADS)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A checked program, the entry `--entry` names and its `--dim` values."""
+
+    checked: CheckedProgram
+    entry: Entry
+    binding: Binding
+
+
+def choose_entry(checked: CheckedProgram, entry: str | None, dims: list[str]) -> Chosen:
+    """Resolve `--entry` and bind `--dim`; a missing `--entry` is a usage error."""
+    if entry is None:
+        from presk.entries import function_names
+
+        raise UsageError("--entry is required; functions: " + ", ".join(function_names(checked)))
+    chosen = find_entry(checked, entry)
+    return Chosen(checked, chosen, bind_dims(chosen, parse_bindings(dims, "--dim")))
+
+
+def run_error(error: RunError) -> int:
+    """A run-time error of the program: diagnostic E7001, exit 1."""
+    message = error.message + (f" (at {error.site})" if error.site else "")
+    print_diagnostics([Diagnostic("E7001", message)], sys.stderr)
+    return 1
+
+
+def guard(command: str, body: Callable[[], int]) -> int:
+    """Run a command's body; what it raises becomes its one line and exit code."""
+    try:
+        return body()
+    except CommandError as error:
+        sys.stderr.write(f"presk {command}: {error}\n")
+        return 1
+    except NotBuiltYet as error:
+        sys.stderr.write(f"presk {command}: not built yet: {error}\n")
+        return 2
+    except RunError as error:
+        return run_error(error)
+    except RecursionError:
+        sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
+        return 1

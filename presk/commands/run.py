@@ -1,0 +1,308 @@
+"""`presk run FILE --entry E …`: evaluate an entry on the reference, or natively.
+
+Results print as `type = value` with `--digits` significant digits, or as
+JSON with exact decimal strings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+
+from presk.commands.common import (
+    Chosen,
+    choose_entry,
+    const_overrides,
+    entry_args,
+    file_args,
+    guard,
+    later_flag,
+    realization_of,
+    refuse_later_flags,
+    remat_arg,
+    threads_of,
+)
+from presk.diagnostics import UsageError, print_diagnostics, printable
+from presk.elab.presburger import Lin
+from presk.elab.ty import TupleT, Type, subst
+from presk.elab.ty import Tensor as TensorT
+from presk.entries import concrete_type, function_names, natural
+from presk.interp import rng
+from presk.interp.reference import NotBuilt, Tree, Value
+from presk.interp.run import reference_inputs, reference_interpreter
+from presk.interp.tensor import Axis, Tensor, exact_decimal, format_value
+from presk.pipeline import NotDifferentiable, compile_entry, core_module, front_end
+
+NAME = "run"
+HELP = "Evaluate an entry point on the exact reference interpreter"
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(NAME, help=HELP, description=HELP)
+    file_args(run)
+    entry_args(run)
+    run.add_argument("--seed", default="0", help="the seed of every synthesized input (default 0)")
+    run.add_argument("--bits", default="256", help="MPFR precision in bits (default 256)")
+    run.add_argument("--digits", default="12", help="significant digits printed (default 12)")
+    run.add_argument("--verbose", action="store_true", help="print θ and the inputs first")
+    run.add_argument("--json", action="store_true", help="print inputs and outputs as JSON")
+    remat_arg(run)
+    run.add_argument(
+        "--backend",
+        default="interp",
+        help="interp (the exact reference, default) or native (compiled C)",
+    )
+    run.add_argument(
+        "--data",
+        default=None,
+        metavar="F.psk.d",
+        help="fill the entry's last argument from a data file instead of synthesizing it",
+    )
+    run.add_argument(
+        "--threads",
+        default=None,
+        help="native workers (default: PRESK_THREADS, else the machine's cores; 1: no split)",
+    )
+    run.add_argument(
+        "--realize",
+        default="f64",
+        help="machine type of the native backend: f64 (default), f32, bf16 or @FILE",
+    )
+    later_flag(run, "--plan", "a layout plan of `presk plan`")
+    later_flag(run, "--opt", "the exact rewrites of PSK-Core", takes_value=False)
+    run.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return guard(NAME, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    refuse_later_flags(args)
+    seed = natural("--seed", args.seed, 0, 2**64 - 1)
+    bits = natural("--bits", args.bits, 8, 1 << 20)
+    digits = natural("--digits", args.digits, 1, 200)
+    if args.backend not in ("interp", "native"):
+        raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    threads = threads_of(args.threads) if args.backend == "native" else 1
+    checked, sink = front_end(args.file, const_overrides(args.const))
+    print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
+    if args.entry is None and checked.program.main.trainings:
+        raise UsageError(
+            "this file has a `training run`: use `presk train` to execute it, "
+            "or --entry to evaluate one function"
+        )
+    if args.entry is None:
+        raise UsageError("--entry is required; functions: " + ", ".join(function_names(checked)))
+    chosen = choose_entry(checked, args.entry, args.dim)
+    info = chosen.entry.info
+    dims, prefix = chosen.binding.dims, chosen.binding.prefix
+    try:
+        module = core_module(checked, args.remat)
+    except NotDifferentiable as error:
+        raise NotBuilt(str(error)) from None
+    try:
+        return _evaluate(args, chosen, module, realization, threads, seed, bits, digits)
+    except NotBuilt as error:
+        sys.stderr.write(f"presk run: not built yet: {error}\n")
+        return 2
+
+
+def _evaluate(
+    args: argparse.Namespace,
+    chosen: Chosen,
+    module: Any,
+    realization: Any,
+    threads: int,
+    seed: int,
+    bits: int,
+    digits: int,
+) -> int:
+    from presk.build.compile import BuildError
+    from presk.host.program import HostError, HostRunError
+    from presk.interp.reference import RunError
+
+    info = chosen.entry.info
+    dims, prefix = chosen.binding.dims, chosen.binding.prefix
+    compiled = None
+    if args.backend == "native":
+        try:
+            compiled = compile_entry(
+                chosen.checked,
+                chosen.entry,
+                chosen.binding,
+                realization,
+                threads,
+                remat=args.remat,
+            )
+        except HostError as error:
+            raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
+        except HostRunError as error:
+            raise RunError(str(error)) from None
+        except BuildError as error:
+            raise RunError(f"the C compiler failed: {error}") from None
+    with gmpy2.context(precision=bits):
+        values = reference_inputs(info, dims, prefix, seed)
+        inputs = [(name, ty, v) for (name, ty, _), v in zip(info.params, values, strict=True)]
+        if args.data:
+            name, ty, _ = inputs[-1]
+            env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+            inputs[-1] = (name, ty, _from_file(args.data, subst(ty, env)))
+        arguments = [v for _, _, v in inputs]
+        if compiled is not None:
+            result = compiled.call_reference(arguments)
+        else:
+            result = reference_interpreter(module).call(info.name, dims, arguments)
+    shown_prefix = prefix or ()
+    assert info.ret is not None
+    if args.json:
+        document = {
+            "entry": chosen.entry.text,
+            "dims": dims,
+            "prefix": [[a.name, a.size] for a in shown_prefix],
+            "bits": bits,
+            "seed": seed,
+            "inputs": {name: to_json(value) for name, _, value in inputs},
+            "output": to_json(result),
+            "type": concrete_type(info.ret, dims, shown_prefix),
+        }
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=1) + "\n")
+        return 0
+    out: list[str] = []
+    if args.verbose:
+        bound = ", ".join(f"{k} = {v}" for k, v in dims.items())
+        with_dims = f" with {bound}" if bound else ""
+        out.append(f"-- entry {chosen.entry.text}{with_dims} at {bits} bits, seed {seed}")
+        for name, ty, value in inputs:
+            if isinstance(value, Tree):
+                block = format_result(value, ty, dims, shown_prefix, digits)
+                out.append(f"{name} : " + block)
+            else:
+                shown = concrete_type(ty, dims, shown_prefix)
+                out.append(f"{name} : {shown} = {_value_text(value, digits)}")
+        out.append("-- result")
+    out.append(format_result(result, info.ret, dims, shown_prefix, digits))
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def format_result(
+    value: Value, ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...], digits: int
+) -> str:
+    """`type = value`, or a parameter tree block."""
+    if isinstance(value, Tree):
+        lines = ["params = {"]
+        for path, leaf in value.leaves():
+            lines.append(f"  {path} = {format_value(leaf, digits)}")
+        lines.append("}")
+        return "\n".join(lines)
+    if isinstance(value, tuple):
+        assert isinstance(ty, TupleT)
+        return "\n".join(
+            format_result(v, t, dims, prefix, digits) for v, t in zip(value, ty.items, strict=True)
+        )
+    return f"{concrete_type(ty, dims, prefix)} = {_value_text(value, digits)}"
+
+
+def _value_text(value: Value, digits: int) -> str:
+    if isinstance(value, Tensor):
+        return format_value(value, digits)
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, rng.Key):
+        return f"key({value.k0:#010x}, {value.k1:#010x})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_value_text(item, digits) for item in value) + ")"
+    return str(value)
+
+
+def to_json(value: Value) -> Any:
+    """A value as JSON: tensors with their axes and exact decimal strings."""
+    if isinstance(value, Tensor):
+        data = value.data.tolist() if value.rank else value.item()
+        return {
+            "axes": [[a.name, a.size] for a in value.axes],
+            "kind": value.kind.name.lower(),
+            **({"bound": value.bound} if value.bound is not None else {}),
+            "data": _json_data(data),
+        }
+    if isinstance(value, Tree):
+        return {path: to_json(leaf) for path, leaf in value.leaves()}
+    if isinstance(value, tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, rng.Key):
+        return {"key": [value.k0, value.k1]}
+    return str(value)
+
+
+def _json_data(data: Any) -> Any:
+    if isinstance(data, list):
+        return [_json_data(d) for d in data]
+    if isinstance(data, bool | int):
+        return data
+    return exact_decimal(data)
+
+
+def _from_file(path: str, ty: Type) -> Value:
+    """The entry's last argument from a `.psk.d` file.
+
+    A file of that argument's type gives its first sample; a file of samples
+    whose type is the argument's without its `batch` axis gives a batch of
+    the first samples, stacked along that axis.
+    """
+    from presk.data.format import DataError, parse_sample_type, read, to_values
+
+    try:
+        data = read(path)
+        sample_ty = parse_sample_type(data.type)
+    except (DataError, OSError, ValueError) as error:
+        raise UsageError(f"--data {path}: {error}") from None
+    if data.count == 0:
+        raise UsageError(f"--data {path}: the file holds no samples")
+    try:
+        if str(sample_ty) == str(ty):
+            return to_values(data, 0, ty)
+        batch = _batch_size(ty)
+        if batch is None or data.count < batch:
+            raise UsageError(
+                f"--data {path}: the file holds {data.count} samples of {printable(data.type)}; "
+                f"the argument is {ty}"
+            )
+        samples = [to_values(data, i, sample_ty) for i in range(batch)]
+    except DataError as error:
+        raise UsageError(f"--data {path}: {error}") from None
+    return _stack(samples, batch)
+
+
+def _batch_size(ty: Type) -> int | None:
+    match ty:
+        case TensorT(axes=axes):
+            for axis in axes:
+                if axis.name == "batch" and axis.size.is_const:
+                    return int(axis.size.const)
+        case TupleT(items):
+            sizes = {_batch_size(item) for item in items}
+            return sizes.pop() if len(sizes) == 1 else None
+    return None
+
+
+def _stack(samples: list[Value], batch: int) -> Value:
+    """Samples stacked along a new leading `batch` axis."""
+    import numpy as np
+
+    first = samples[0]
+    if isinstance(first, tuple):
+        return tuple(_stack([s[i] for s in samples], batch) for i in range(len(first)))  # type: ignore[index]
+    assert isinstance(first, Tensor)
+    data = np.stack([s.data for s in samples])  # type: ignore[union-attr]
+    return Tensor(first.kind, (Axis("batch", batch), *first.axes), data, first.bound)
