@@ -119,6 +119,19 @@ class CompilerBug(Exception):
     """An internal inconsistency past the type checker: our fault, not the program's."""
 
 
+def printable(text: str) -> str:
+    """Text from a file or a flag as one line: control characters as escapes."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class UsageError(Exception):
+    """A bad flag or argument value: the command prints one line and exits 2."""
+
+
+class CommandError(Exception):
+    """A failure outside the program, such as a file that cannot be read: one line, exit 1."""
+
+
 @dataclass
 class Sink:
     """Collects diagnostics during a stage."""
