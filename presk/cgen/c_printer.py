@@ -16,20 +16,21 @@ from fractions import Fraction
 
 import gmpy2
 
+from presk import names
+from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.kernel.text import kernel_text, vector_lanes
 
-C_STORAGE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
-C_ARITH = {"f64": "double", "f32": "float", "bf16": "float"}
+# Storage and arithmetic C types by dtype name, from presk/dtypes.py (kept for the
+# modules that index them by the IR's strings).
+C_STORAGE = {str(d): d.c_type for d in Dtype}
+C_ARITH = {str(d): d.c_arith for d in Dtype if d.is_real}
 _LIBM = ("exp", "log", "tanh", "sin", "cos", "erf")
 
 
 def safe_comment(text: str) -> str:
-    """Text that can sit inside `/* */` whatever the program named things."""
-    text = text.replace("*/", "* /").replace("/*", "/ *")
-    # No trigraph either (`??/` at a line's end would splice lines under -trigraphs).
-    text = text.replace("??", "? ?")
-    return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in text)
+    """Text that can sit inside `/* */` whatever the program named things (lines kept)."""
+    return names.comment(text, newlines=True)
 
 
 def constant(value: Fraction, arith: str) -> str:

@@ -13,37 +13,20 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-import jinja2
+from presk import __version__, names, resources
+from presk.cgen.c_printer import kernel_c
+from presk.cgen.host import function_c
+from presk.cgen.templates import env
+from presk.dtypes import Dtype
+from presk.host.program import HKey, HostProgram, HTensor
 
-from presk import __version__, resources
-from presk.cgen.c_printer import kernel_c, safe_comment
-from presk.host.program import _C_TYPE, FunctionInstance, HKey, HostProgram, HTensor
-
-
-@cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resources.root() / "templates" / "c")),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+# The export's modules lay their files out with the same environment.
+_env = env
 
 
 def c_name(text: str) -> str:
-    """A leaf path or entry name as a C identifier (nothing else reaches C)."""
-    out = []
-    for ch in text:
-        if ch.isascii() and (ch.isalnum() or ch == "_"):
-            out.append(ch)
-        elif ch == ".":
-            out.append("_")
-        else:
-            out.append(f"u{ord(ch):x}")
-    name = "".join(out) or "x"
-    return name if not name[0].isdigit() else "_" + name
+    """A leaf path or name in C identifier characters (see `presk.names.c_name`)."""
+    return names.c_name(text)
 
 
 def _strip_local_includes(text: str) -> str:
@@ -85,41 +68,30 @@ class Unit:
     entry: str = ""
 
 
-def _function(inst: FunctionInstance) -> str:
-    params = ["char *frame", "int threads"]
-    params += [f"{ctype}{'' if ctype.endswith('*') else ' '}{name}" for ctype, name in inst.params]
-    params += [f"{ctype}{name}" for ctype, name in inst.outputs]
-    body = [line.replace("FRAME_END", str(inst.frame)) for line in inst.body]
-    # Every parameter is marked used: a function need not read all its inputs
-    # (a gradient may ignore a value), and -Wextra would warn.
-    unused = ["frame", "threads", *(name for _, name in inst.params), *(n for _, n in inst.outputs)]
-    return (
-        _env()
-        .get_template("function.c.j2")
-        .render(
-            source=safe_comment(inst.source),
-            name=inst.c_name,
-            params=", ".join(params),
-            unused=unused,
-            locals=inst.locals,
-            body=body,
-        )
-    )
-
-
 def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: str) -> Unit:
-    """The whole translation unit of a recorded entry."""
-    symbol = "presk_" + c_name(entry)
-    inputs: list[tuple[str, str, HTensor | HKey]] = []
-    for path, leaf in host.inputs:
+    """The whole translation unit of a recorded entry.
+
+    Fields are named after the entry's parameters (`host.params`, as the
+    program spells them; θ reads `theta`) and the leaves' paths, through
+    `names.fields`, injective and clear of C's and the runtime's names;
+    `param_names` (the same names, as the caller spells them) are used only
+    where the recording did not keep them.
+    """
+    symbol = names.entry_symbol(entry)
+    params = host.params or tuple(param_names)
+    in_paths = []
+    for path, _ in host.inputs:
         index, _, rest = path.partition(".")
-        base = param_names[int(index.removeprefix("arg"))]
-        field = c_name(base + ("_" + rest if rest else ""))
-        ctype = "const presk_key *" if isinstance(leaf, HKey) else f"const {_C_TYPE[leaf.dtype]} *"
+        base = params[int(index.removeprefix("arg"))]
+        in_paths.append((base, *(rest.split(".") if rest else ())))
+    inputs: list[tuple[str, str, HTensor | HKey]] = []
+    for field, (_, leaf) in zip(names.fields(in_paths), host.inputs, strict=True):
+        ctype = "const presk_key *" if isinstance(leaf, HKey) else f"const {_c(leaf.dtype)} *"
         inputs.append((field, ctype, leaf))
+    out_paths = [tuple(path.split(".")) for path, _ in host.outputs]
     outputs: list[tuple[str, str, HTensor]] = []
-    for path, leaf in host.outputs:
-        outputs.append((c_name(path), f"{_C_TYPE[leaf.dtype]} *", leaf))
+    for field, (_, leaf) in zip(names.fields(out_paths), host.outputs, strict=True):
+        outputs.append((field, f"{_c(leaf.dtype)} *", leaf))
     in_fields = (
         "".join(f"    {t}{'' if t.endswith('*') else ' '}{n};\n" for n, t, _ in inputs)
         or "    char unused;\n"
@@ -145,11 +117,11 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         "    return 0;\n"
         "}\n"
     )
-    banner_text = safe_comment(f"{banner} (presk {__version__})")
+    banner_text = names.comment(f"{banner} (presk {__version__})", newlines=True)
     kernels = tuple(kernel_c(k, name) for name, k in host.kernels)
-    functions = tuple(_function(f) for f in host.functions)
+    functions = tuple(function_c(f) for f in host.functions)
     text = (
-        _env()
+        env()
         .get_template("unit.c.j2")
         .render(
             banner=banner_text,
@@ -179,3 +151,7 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         interface,
         entry_c,
     )
+
+
+def _c(dtype: str) -> str:
+    return Dtype(dtype).c_type

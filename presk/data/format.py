@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from presk.diagnostics import Sink, Source
+from presk.dtypes import Dtype, bf16_to_f32, f32_to_bf16
 from presk.elab.program import ConstError, FileEnv
 from presk.elab.ty import Elem, Params, TupleT, Type, lin_int
 from presk.elab.ty import Tensor as TensorT
@@ -79,16 +80,11 @@ __all__ = [
 MAGIC = b"PSKD"
 VERSION = 1
 
-DTYPES = ("f64", "f32", "bf16", "i64")
+DTYPES = tuple(str(d) for d in sorted(Dtype, key=lambda d: d.code))
 """Element types by their code in the file (the index in this tuple)."""
 
-ITEM_SIZE = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8}
-NUMPY_DTYPE: dict[str, type[np.generic]] = {
-    "f64": np.float64,
-    "f32": np.float32,
-    "bf16": np.uint16,  # the raw bits: the upper half of an f32
-    "i64": np.int64,
-}
+ITEM_SIZE = {str(d): d.size for d in Dtype}
+NUMPY_DTYPE: dict[str, type[np.generic]] = {str(d): d.numpy for d in Dtype}  # bf16: raw bits
 # Explicitly little-endian, so that a big-endian host writes the same bytes.
 _WIRE = {"f64": "<f8", "f32": "<f4", "bf16": "<u2", "i64": "<i8"}
 
@@ -427,22 +423,7 @@ def _create_temp(name: str) -> tuple[int, str]:
 # -- bf16 ---------------------------------------------------------------------------------
 
 
-def f32_to_bf16(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
-    """Round f32 values to bf16 bits: nearest, ties to even; a NaN stays a quiet NaN.
-
-    The same rounding as `presk_f32_to_bf16` in runtime/c/presk_rt.h (and the native
-    backend), so a file packed here holds what a bf16 realization would compute with.
-    """
-    u = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    quiet = ((u >> 16) | 0x40).astype(np.uint16)
-    return np.where(nan, quiet, rounded).astype(np.uint16)
-
-
-def bf16_to_f32(bits: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
-    """Widen bf16 bits to f32, exactly."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+# `f32_to_bf16` and `bf16_to_f32` live in presk/dtypes.py (imported above).
 
 
 def reals_as(values: npt.NDArray[np.float64], dtype: str) -> npt.NDArray[Any]:

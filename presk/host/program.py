@@ -1,26 +1,32 @@
-"""The host program: an entry recorded once at its shapes, as C functions and launches.
+"""The host program: an entry recorded once at its shapes, as host IR functions.
 
-`record(module, entry, dims, prefix, dtype)` evaluates the entry's PSK-Core
-over shapes only — no arithmetic — and produces a `HostProgram`: one C
-function per (function, dims, argument layout) instance, each a sequence of
-kernel launches and calls, with every intermediate buffer at a fixed offset
-of its frame (frames sizes are computed here, so a call allocates nothing).
-A projection, a field of a tree, a layer of a stacked tree are views: a
-pointer expression (`in3 + l * 16`), never a copy. A fold over a stack is a
-C loop over layers with its value in two buffers used in turn; the reverse
+`record(module, entry, dims, args, dtype)` evaluates the entry's PSK-Core
+over shapes only — no arithmetic — and produces a `HostProgram`: one
+`Function` (presk/host/ir.py) per (function, dims, argument layout)
+instance, each a sequence of kernel launches, calls, copies and folds, with
+every intermediate buffer at a fixed offset of its frame (frame sizes are
+computed here, so a call allocates nothing; a call's frame offset is set
+when its caller's recording ends). A projection, a field of a tree, a layer
+of a stacked tree are views (`Layer`), never copies. A fold over a stack is
+a loop over layers with its value in two buffers used in turn; the reverse
 of a fold keeps each layer's input and walks back. Hyperparameters and
-literals are constants of the program.
+literals are constants of the program. presk/cgen/host.py prints it as C.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import assert_never
 
+from presk import names
 from presk.core import ir as core
 from presk.core.walk import live
+from presk.dtypes import Dtype
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Tensor, Type
+from presk.host import ir as h
+from presk.host.ir import Axes, Function, HConst, HKey, HPending, HTensor, HTree, HValue
 from presk.host.realization import Realization
 from presk.kernel import ir as kir
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
@@ -29,6 +35,9 @@ from presk.sched import fusion, split
 
 ALIGN = 64
 
+# The recording's functions, under the name the rest of presk knows them by.
+FunctionInstance = Function
+
 
 class HostError(Exception):
     """A construct the native backend does not support yet."""
@@ -36,66 +45,6 @@ class HostError(Exception):
 
 class HostRunError(Exception):
     """A run-time error the recording can see, since it knows every shape (E7001)."""
-
-
-Axes = tuple[tuple[str | None, int], ...]
-
-
-@dataclass(frozen=True)
-class HTensor:
-    """A tensor at a C pointer expression."""
-
-    ptr: str
-    dtype: str
-    axes: Axes
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for _, s in self.axes:
-            n *= s
-        return n
-
-
-@dataclass(frozen=True)
-class HConst:
-    """A number known when the program is printed (a literal, a hyperparameter)."""
-
-    value: Fraction
-
-
-@dataclass(frozen=True)
-class HKey:
-    """A random key at a C pointer expression (`const presk_key *`)."""
-
-    ptr: str
-
-
-@dataclass(frozen=True)
-class HTree:
-    """A parameter tree of host values."""
-
-    items: tuple[tuple[str, HValue], ...]
-
-    def get(self, name: str) -> HValue:
-        for key, value in self.items:
-            if key == name:
-                return value
-        raise HostError(f"tree has no member `{name}`")
-
-
-@dataclass(frozen=True)
-class HPending:
-    """An elementwise value computed inside its consumer's nest (a fusion group member)."""
-
-    step_name: str
-    attrs: tuple[tuple[str, object], ...]
-    args: tuple[object, ...]  # HValues
-    dtype: str
-    axes: Axes
-
-
-HValue = HTensor | HConst | HKey | HTree | HPending | tuple  # type: ignore[type-arg]
 
 
 def leaves(value: HValue) -> list[HTensor | HKey]:
@@ -154,38 +103,13 @@ def rebind(value: HValue, names: list[str]) -> HValue:
     raise HostError(f"cannot rebind {value!r}")
 
 
-@dataclass
-class FunctionInstance:
-    """A Presk function at concrete shapes, printed as one C function."""
-
-    c_name: str
-    source: str  # the Presk function's name
-    params: list[tuple[str, str]] = field(default_factory=list)  # (C type, name)
-    outputs: list[tuple[str, str]] = field(default_factory=list)
-    locals: list[str] = field(default_factory=list)  # declarations
-    body: list[str] = field(default_factory=list)
-    frame: int = 0  # bytes of its own buffers
-    callee_frame: int = 0  # the largest frame a call or loop of it needs
-    calls: list[tuple[FunctionInstance, int]] = field(default_factory=list)  # (callee, times)
-    result: HValue = ()
-
-    @property
-    def frame_bytes(self) -> int:
-        return self.frame + self.callee_frame
-
-    @property
-    def bytes_unreleased(self) -> int:
-        """The arena a call would need if no callee's frame were ever reused."""
-        return self.frame + sum(inst.bytes_unreleased * times for inst, times in self.calls)
-
-
-@dataclass
+@dataclass(frozen=True)
 class HostProgram:
     """Every kernel and function instance of an entry, and the entry's interface."""
 
     kernels: list[tuple[str, kir.Kernel]]
-    functions: list[FunctionInstance]
-    entry: FunctionInstance
+    functions: list[Function]
+    entry: Function
     inputs: list[tuple[str, HTensor | HKey]]  # leaf paths of the entry's arguments
     outputs: list[tuple[str, HTensor]]
     launches: int = 0
@@ -193,14 +117,12 @@ class HostProgram:
     splits: int = 0
     dead: int = 0
     sites: dict[str, list[str]] = field(default_factory=dict)  # kernel → sites, `fn/%N`
+    params: tuple[str, ...] = ()  # the entry's parameter names, as the program spells them
+    folds: int = 0  # host loops over stacked layers
 
     @property
     def arena_bytes(self) -> int:
         return self.entry.frame_bytes
-
-
-_C_TYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
-_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8}
 
 
 def _round(n: int) -> int:
@@ -212,6 +134,10 @@ def _int(size: Lin, dims: dict[str, int]) -> int:
     if not value.is_const or value.const.denominator != 1:
         raise HostError(f"size {size} is not a whole number here")
     return int(value.const)
+
+
+def _bytes(value: HTensor) -> int:
+    return value.size * Dtype(value.dtype).size
 
 
 class Recorder:
@@ -233,8 +159,10 @@ class Recorder:
         self.fuse = fuse
         self.threads = threads
         self.splits = 0
-        self.instances: dict[tuple[object, ...], FunctionInstance] = {}
-        self.order: list[FunctionInstance] = []
+        self.folds = 0
+        self.instances: dict[tuple[object, ...], Function] = {}
+        self.numbered = 0  # instances named so far (a callee is named after its caller)
+        self.order: list[Function] = []
         self.kernels: dict[str, tuple[str, kir.Kernel]] = {}
         self.launches = 0
         self.launches_unfused = 0
@@ -264,29 +192,17 @@ class Recorder:
             sites.append(self.site)
         return c_name
 
-    def launch_line(self, c_name: str, ptrs: list[str]) -> list[str]:
-        """The C statements of one launch: a call, or an OpenMP region over the outer loop."""
+    def launch(self, c_name: str, ptrs: list[h.Ptr]) -> h.Launch:
+        """A launch of a kernel: a call, or split among the workers over its outer loop."""
         k = next(kernel for name, kernel in self.kernels.values() if name == c_name)
         if not k.split:
-            return [f"{c_name}({', '.join(ptrs)});"]
+            return h.Launch(c_name, tuple(ptrs))
         self.splits += 1
-        n = split.outer_bound(k)
-        args = ", ".join(ptrs)
-        return [
-            "#ifdef _OPENMP",
-            "#pragma omp parallel num_threads(threads)",
-            "{",
-            "    int64_t presk_w = omp_get_num_threads(), presk_t = omp_get_thread_num();",
-            f"    {c_name}({args}, {n} * presk_t / presk_w, {n} * (presk_t + 1) / presk_w);",
-            "}",
-            "#else",
-            f"{c_name}({args}, 0, {n});",
-            "#endif",
-        ]
+        return h.Launch(c_name, tuple(ptrs), split.outer_bound(k))
 
     # ------------------------------------------------------------ instances
 
-    def instance(self, name: str, dims: dict[str, int], args: list[HValue]) -> FunctionInstance:
+    def instance(self, name: str, dims: dict[str, int], args: list[HValue]) -> Function:
         """The instance of `name` at these dims and argument layouts (recorded once)."""
         key = (name, tuple(sorted(dims.items())), tuple(layout(a) for a in args))
         if key in self.instances:
@@ -294,44 +210,22 @@ class Recorder:
         fn = self.functions.get(name)
         if fn is None:
             raise HostError(f"no function `{name}`")
-        c_name = "presk_f" + str(len(self.instances)) + "_" + _c_ident(name)
-        inst = FunctionInstance(c_name, name)
-        self.instances[key] = inst
-        params: list[str] = []
+        # Unique by its number; the name is only a reader's trace of the source.
+        c_name = f"presk_f{self.numbered}_{names.hint(name)}"
+        self.numbered += 1
+        params: list[h.Param] = []
         bound: list[HValue] = []
         for arg in args:
-            names = [f"in{len(params) + i}" for i in range(len(leaves(arg)))]
-            for leaf, pname in zip(leaves(arg), names, strict=True):
-                ctype = (
-                    "const presk_key *"
-                    if isinstance(leaf, HKey)
-                    else f"const {_C_TYPE[leaf.dtype]} *"
-                )
-                inst.params.append((ctype, pname))
-            params.extend(names)
-            bound.append(rebind(arg, list(names)))
-        _Body(self, inst, fn, dims, bound).run()
+            ptrs = [f"in{len(params) + i}" for i in range(len(leaves(arg)))]
+            for leaf, pname in zip(leaves(arg), ptrs, strict=True):
+                params.append(h.Param(pname, None if isinstance(leaf, HKey) else leaf.dtype))
+            bound.append(rebind(arg, list(ptrs)))
+        body = _Body(self, fn, dims, bound)
+        body.run()
+        inst = body.finish(c_name, tuple(params))
+        self.instances[key] = inst
         self.order.append(inst)
         return inst
-
-
-def _comment(text: str) -> str:
-    """Program text made safe inside a C comment."""
-    text = text.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
-
-
-def _c_ident(name: str) -> str:
-    """A program name as a C identifier: letters, digits and `_` only (sanitised)."""
-    out = []
-    for ch in name:
-        if ch.isascii() and (ch.isalnum() or ch == "_"):
-            out.append(ch)
-        elif ch in ".[]{},= ":
-            out.append("_")
-        else:
-            out.append(f"u{ord(ch):x}")
-    return "".join(out).strip("_") or "fn"
 
 
 class _Body:
@@ -340,13 +234,11 @@ class _Body:
     def __init__(
         self,
         rec: Recorder,
-        inst: FunctionInstance,
         fn: core.Function,
         dims: dict[str, int],
         args: list[HValue],
     ) -> None:
         self.rec = rec
-        self.inst = inst
         self.fn = fn
         self.dims = dims
         self.env: dict[int, HValue] = {}
@@ -355,6 +247,13 @@ class _Body:
         self.prefix: Axes = self._prefix(fn, args)
         self.fused = fusion.members(fn) if rec.fuse else set()
         self.let_name: str | None = None
+        self.locals: list[h.Local] = []
+        self.body: list[h.Stmt] = []
+        self.outputs: list[h.Param] = []
+        self.frame = 0  # bytes of its own buffers so far
+        self.callee_frame = 0
+        self.calls: list[tuple[Function, int]] = []
+        self.result: HValue = ()
 
     def _prefix(self, fn: core.Function, args: list[HValue]) -> Axes:
         for param, arg in zip(fn.params, args, strict=True):
@@ -362,20 +261,33 @@ class _Body:
                 return arg.axes[: len(arg.axes) - len(param.type.axes)]
         return ()
 
+    def finish(self, c_name: str, params: tuple[h.Param, ...]) -> Function:
+        """The recorded instance: its own frame is known now, and so are its calls' frames."""
+        return Function(
+            c_name,
+            self.fn.name,
+            params,
+            tuple(self.outputs),
+            tuple(self.locals),
+            tuple(_at_frame(s, self.frame) for s in self.body),
+            self.frame,
+            self.callee_frame,
+            tuple(self.calls),
+            self.result,
+        )
+
     # ------------------------------------------------------------ buffers
 
     def alloc(self, dtype: str, axes: Axes) -> HTensor:
         """A buffer of this instance's frame."""
         # Buffers are named after the let they hold, when it has a name.
-        suffix = f"_{_c_ident(self.let_name)}" if self.let_name else ""
-        name = f"t{len(self.inst.locals)}{suffix}"
-        size = _BYTES[dtype]
+        suffix = f"_{names.hint(self.let_name)}" if self.let_name else ""
+        name = f"t{len(self.locals)}{suffix}"
+        size = Dtype(dtype).size
         for _, s in axes:
             size *= s
-        offset = self.inst.frame
-        self.inst.frame += _round(max(size, 1))
-        ctype = _C_TYPE[dtype]
-        self.inst.locals.append(f"{ctype} *{name} = ({ctype} *)(frame + {offset});")
+        self.locals.append(h.Alloc(name, dtype, self.frame))
+        self.frame += _round(max(size, 1))
         return HTensor(name, dtype, axes)
 
     def axes_of(self, ty: Type) -> Axes:
@@ -399,6 +311,9 @@ class _Body:
             case core.Lit(value):
                 return HConst(value)
 
+    def emit(self, stmt: h.Stmt) -> None:
+        self.body.append(stmt)
+
     # ------------------------------------------------------------ the body
 
     def run(self) -> None:
@@ -407,31 +322,28 @@ class _Body:
         for instr in fn.body:
             self.let_name = instr.name
             self.rec.site = where = f"{fn.name}/%{instr.index}"
-            start, launches = len(self.inst.body), self.rec.launches
+            start, launches = len(self.body), self.rec.launches
             self.env[instr.index] = _conform(self.step(instr), instr.type)
             if instr.index not in needed:
                 # Computed as written, but the result never reads it: the summary says so.
                 self.rec.dead += self.rec.launches - launches
-            if len(self.inst.body) > start:
+            if len(self.body) > start:
                 # A comment per site, as `dump --stage core` names it.
-                site = where + (f" ({instr.name})" if instr.name else "")
-                self.inst.body.insert(start, f"/* {_comment(site)} */")
+                self.body.insert(start, h.Site(where, instr.name))
             self.let_name = None
         self.rec.site = f"{fn.name}/result"
         result = self._materialize(self.value(fn.result))
-        out_leaves: list[tuple[str, str]] = []
         # Every result leaf is copied to the caller's buffers; see Note [Outputs].
         for i, leaf in enumerate(leaves(result)):
             if isinstance(leaf, HKey):
                 raise HostError("a function returning a key is not supported natively")
             name = f"out{i}"
-            out_leaves.append((f"{_C_TYPE[leaf.dtype]} *", name))
-            self.inst.body.append(f"memcpy({name}, {leaf.ptr}, {leaf.size * _BYTES[leaf.dtype]});")
+            self.outputs.append(h.Param(name, leaf.dtype))
+            self.emit(h.Copy(name, leaf.ptr, _bytes(leaf)))
         consts = [v for v in _flatten(result) if isinstance(v, HConst)]
         if consts:
             raise HostError("a function returning a constant is not supported natively")
-        self.inst.outputs = out_leaves
-        self.inst.result = result
+        self.result = result
 
     def step(self, instr: core.Instr) -> HValue:
         op = instr.op
@@ -459,9 +371,9 @@ class _Body:
                 value = self.value(tree)
                 if not isinstance(value, HTree):
                     raise HostError("a field of something that is not a tree")
-                return value.get(name)
+                return _member(value, name)
             case core.Slice(tree, index):
-                return _layer(self.value(tree), str(index))
+                return _layer(self.value(tree), index)
             case core.MakeTuple(items):
                 return tuple(self.value(i) for i in items)
             case core.Get(tuple_, index):
@@ -512,7 +424,7 @@ class _Body:
             return HPending(name, attrs, tuple(args), dtype, axes)
         out = self.alloc(dtype, axes)
         inputs: list[kir.Buffer] = []
-        ptrs: list[str] = []
+        ptrs: list[h.Ptr] = []
         steps: list[Step] = []
 
         def operand(arg: HValue) -> kir.Buffer | Fraction | int:
@@ -535,7 +447,7 @@ class _Body:
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
         c_name = self.rec.kernel(Launch(steps, inputs, out_buffer))
-        self.inst.body.extend(self.rec.launch_line(c_name, [*ptrs, out.ptr]))
+        self.emit(self.rec.launch(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += len(steps)
         return out
@@ -568,7 +480,7 @@ class _Body:
             case HTensor(), HTensor():
                 return self._launch("add", [a, b], a.dtype, a.axes)
             case HTree(items), HTree():
-                return HTree(tuple((k, self._zip(v, b.get(k))) for k, v in items))
+                return HTree(tuple((k, self._zip(v, _member(b, k))) for k, v in items))
             case tuple(), tuple():
                 return tuple(self._zip(x, y) for x, y in zip(a, b, strict=True))
         raise HostError("cannot add these values")
@@ -588,7 +500,7 @@ class _Body:
         out = self.alloc(self.rec.dtype, ())
         step = Step("real", {}, [value.value], ())
         c_name = self.rec.kernel(Launch([step], [], kir.Buffer(0, self.rec.dtype, ())))
-        self.inst.body.extend(self.rec.launch_line(c_name, [out.ptr]))
+        self.emit(self.rec.launch(c_name, [out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += 1
         return out
@@ -601,7 +513,7 @@ class _Body:
         inputs = [_buffer(i, a) for i, a in enumerate(args)]
         step = Step(name, {}, list(inputs), axes)
         c_name = self.rec.kernel(Launch([step], inputs, kir.Buffer(len(inputs), dtype, axes)))
-        self.inst.body.extend(self.rec.launch_line(c_name, [*(a.ptr for a in args), out.ptr]))
+        self.emit(self.rec.launch(c_name, [*(a.ptr for a in args), out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += 1
         return out
@@ -614,7 +526,7 @@ class _Body:
         dims = {d: _int(size, self.dims) for d, size in call_dims}
         inst = self.rec.instance(callee, dims, args)
         outs = self._outputs_like(inst.result)
-        self._emit_call(inst, args, outs)
+        self.emit(self._call(inst, args, outs))
         return outs
 
     def _outputs_like(self, template: HValue) -> HValue:
@@ -627,15 +539,22 @@ class _Body:
                 return tuple(self._outputs_like(v) for v in template)
         raise HostError(f"cannot allocate a result like {template!r}")
 
-    def _emit_call(
-        self, inst: FunctionInstance, args: list[HValue], outs: HValue, times: int = 1
-    ) -> None:
-        self.inst.calls.append((inst, times))
+    def _call(self, inst: Function, args: list[HValue], outs: HValue, times: int = 1) -> h.Call:
+        """A call of an instance; its frame offset is this function's end, set by `finish`."""
+        self.calls.append((inst, times))
+        self.callee_frame = max(self.callee_frame, inst.frame_bytes)
         ptrs = [leaf.ptr for a in args for leaf in leaves(a)]
-        out_ptrs = [leaf.ptr for leaf in leaves(outs)]
-        self.inst.callee_frame = max(self.inst.callee_frame, inst.frame_bytes)
-        call_args = ", ".join(["frame + FRAME_END", "threads", *ptrs, *out_ptrs])
-        self.inst.body.append(f"{inst.c_name}({call_args});")
+        ptrs += [leaf.ptr for leaf in leaves(outs)]
+        return h.Call(inst.c_name, 0, tuple(ptrs))
+
+    def _accumulators(self, prefix: str, like: HTensor) -> tuple[str, str]:
+        """Two buffers like `like`, and the two pointers a loop uses them through, in turn."""
+        a = self.alloc(like.dtype, like.axes)
+        b = self.alloc(like.dtype, like.axes)
+        cur, nxt = f"{prefix}{len(self.locals)}a", f"{prefix}{len(self.locals)}b"
+        assert isinstance(a.ptr, str) and isinstance(b.ptr, str)
+        self.locals.append(h.Accumulators(like.dtype, cur, nxt, a.ptr, b.ptr))
+        return cur, nxt
 
     def fold(
         self,
@@ -650,27 +569,19 @@ class _Body:
             raise HostError("a fold over a value that is not a tensor")
         layers = _int(count, self.dims)
         dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.inst.locals)}"
-        layer = _layer(stacked, loop)
+        loop = f"l{len(self.locals)}"
+        layer = _layer(stacked, h.LoopVar(loop))
         inst = self.rec.instance(callee, dims, [layer, init])
-        a = self.alloc(init.dtype, init.axes)
-        b = self.alloc(init.dtype, init.axes)
-        cur, nxt = f"p{len(self.inst.locals)}a", f"p{len(self.inst.locals)}b"
-        ctype = _C_TYPE[init.dtype]
-        self.inst.locals.append(f"{ctype} *{cur} = {a.ptr}; {ctype} *{nxt} = {b.ptr};")
-        body = self.inst.body
-        body.append(f"memcpy({cur}, {init.ptr}, {init.size * _BYTES[init.dtype]});")
-        body.append(f"for (int64_t {loop} = 0; {loop} < {layers}; {loop}++) {{")
-        self._emit_call(
-            inst,
-            [layer, HTensor(cur, init.dtype, init.axes)],
-            HTensor(nxt, init.dtype, init.axes),
-            layers,
+        cur, nxt = self._accumulators("p", init)
+        dtype, axes = init.dtype, init.axes
+        self.emit(h.Copy(cur, init.ptr, _bytes(init)))
+        step = self._call(
+            inst, [layer, HTensor(cur, dtype, axes)], HTensor(nxt, dtype, axes), layers
         )
-        body[-1] = "    " + body[-1]
-        body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
-        body.append("}")
-        return HTensor(cur, init.dtype, init.axes)
+        body = (step, h.Swap(dtype, cur, nxt))
+        self.emit(h.Fold(loop, layers, h.Order.FORWARD, body))
+        self.rec.folds += 1
+        return HTensor(cur, dtype, axes)
 
     def fold_vjp(
         self,
@@ -690,41 +601,51 @@ class _Body:
             # No layer: the stacked adjoint is empty and the cotangent passes through.
             return (self._outputs_like(stacked), ct)
         dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.inst.locals)}"
-        layer = _layer(stacked, loop)
-        x_bytes = init.size * _BYTES[init.dtype]
+        loop = f"l{len(self.locals)}"
+        layer = _layer(stacked, h.LoopVar(loop))
         # Each layer's input, kept for the way back.
         xs = self.alloc(init.dtype, ((None, layers), *init.axes))
-        x_at = HTensor(f"({xs.ptr} + {loop} * {init.size})", init.dtype, init.axes)
-        x_next = HTensor(f"({xs.ptr} + ({loop} + 1) * {init.size})", init.dtype, init.axes)
+        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
+        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
         fwd = self.rec.instance(forward, dims, [layer, x_at])
         back = self.rec.instance(vjp, dims, [layer, x_at, ct])
         # The stacked adjoint: every leaf with its layer axis, written layer by layer.
         d_stacked = self._outputs_like(_unlayer(back.result[0], layers))  # type: ignore[index]
-        g_a = self.alloc(ct.dtype, ct.axes)
-        g_b = self.alloc(ct.dtype, ct.axes)
-        cur, nxt = f"g{len(self.inst.locals)}a", f"g{len(self.inst.locals)}b"
-        ctype = _C_TYPE[ct.dtype]
-        self.inst.locals.append(f"{ctype} *{cur} = {g_a.ptr}; {ctype} *{nxt} = {g_b.ptr};")
-        body = self.inst.body
-        body.append(f"memcpy({xs.ptr}, {init.ptr}, {x_bytes});")
-        body.append(f"for (int64_t {loop} = 0; {loop} + 1 < {layers}; {loop}++) {{")
-        self._emit_call(fwd, [layer, x_at], x_next, layers - 1)
-        body[-1] = "    " + body[-1]
-        body.append("}")
-        body.append(f"memcpy({cur}, {ct.ptr}, {ct.size * _BYTES[ct.dtype]});")
-        body.append(f"for (int64_t {loop} = {layers} - 1; {loop} >= 0; {loop}--) {{")
-        d_layer = _layer(d_stacked, loop)
-        self._emit_call(
+        cur, nxt = self._accumulators("g", ct)
+        self.emit(h.Copy(xs.ptr, init.ptr, _bytes(init)))
+        forward_step = self._call(fwd, [layer, x_at], x_next, layers - 1)
+        self.emit(h.Fold(loop, layers, h.Order.ALL_BUT_LAST, (forward_step,)))
+        self.emit(h.Copy(cur, ct.ptr, _bytes(ct)))
+        back_step = self._call(
             back,
             [layer, x_at, HTensor(cur, ct.dtype, ct.axes)],
-            (d_layer, HTensor(nxt, ct.dtype, ct.axes)),
+            (_layer(d_stacked, h.LoopVar(loop)), HTensor(nxt, ct.dtype, ct.axes)),
             layers,
         )
-        body[-1] = "    " + body[-1]
-        body.append(f"    {{ {ctype} *swap = {cur}; {cur} = {nxt}; {nxt} = swap; }}")
-        body.append("}")
+        body = (back_step, h.Swap(ct.dtype, cur, nxt))
+        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, body))
+        self.rec.folds += 2
         return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
+
+
+def _at_frame(stmt: h.Stmt, frame: int) -> h.Stmt:
+    """A statement with its calls' frames at `frame` (the end of the caller's own buffers)."""
+    match stmt:
+        case h.Call():
+            return replace(stmt, frame=frame)
+        case h.Fold(var, layers, order, body):
+            return h.Fold(var, layers, order, tuple(_at_frame(s, frame) for s in body))
+        case h.Site() | h.Launch() | h.Copy() | h.Swap():
+            return stmt
+        case _:
+            assert_never(stmt)
+
+
+def _member(tree: HTree, name: str) -> HValue:
+    try:
+        return tree.get(name)
+    except KeyError:
+        raise HostError(f"tree has no member `{name}`") from None
 
 
 def _conform(value: HValue, ty: Type) -> HValue:
@@ -746,14 +667,14 @@ def _conform(value: HValue, ty: Type) -> HValue:
     return HTensor(value.ptr, value.dtype, head + tail)
 
 
-def _layer(value: HValue, index: str) -> HValue:
-    """Layer `index` (a C expression) of a stacked value: each leaf's first axis fixed."""
+def _layer(value: HValue, index: h.Index) -> HValue:
+    """Layer `index` of a stacked value: each leaf's first axis fixed (a view)."""
     match value:
         case HTensor(ptr, dtype, axes):
             chunk = 1
             for _, s in axes[1:]:
                 chunk *= s
-            return HTensor(f"({ptr} + {index} * {chunk})", dtype, axes[1:])
+            return HTensor(h.Layer(ptr, index, chunk), dtype, axes[1:])
         case HTree(items):
             return HTree(tuple((k, _layer(v, index)) for k, v in items))
         case tuple():
@@ -810,8 +731,8 @@ def record(
     large enough are split over OpenMP workers (presk/sched/split.py).
     """
     rec = Recorder(module, dtype, threads=threads, realization=realization, tiles=tiles)
-    names = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
-    entry_args = [rebind(a, names) for a in args]
+    ptrs = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
+    entry_args = [rebind(a, ptrs) for a in args]
     inst = rec.instance(entry, dims, entry_args)
     inputs = [p for i, a in enumerate(args) for p in leaf_paths(a, f"arg{i}")]
     outputs = [(p, leaf) for p, leaf in leaf_paths(inst.result, "out") if isinstance(leaf, HTensor)]
@@ -826,6 +747,8 @@ def record(
         rec.splits,
         rec.dead,
         rec.sites,
+        tuple(p.name for p in rec.functions[entry].params),
+        rec.folds,
     )
 
 
@@ -845,3 +768,25 @@ def record(
 # those buffers would save the copies; the copy keeps every other case (a
 # result that is an input, a view, a tuple of call results) uniform, and it
 # is a memcpy of the result alone.
+
+
+__all__ = [
+    "Axes",
+    "Function",
+    "FunctionInstance",
+    "HConst",
+    "HKey",
+    "HPending",
+    "HTensor",
+    "HTree",
+    "HValue",
+    "HostError",
+    "HostProgram",
+    "HostRunError",
+    "Recorder",
+    "layout",
+    "leaf_paths",
+    "leaves",
+    "rebind",
+    "record",
+]

@@ -1,0 +1,143 @@
+"""The host IR (presk/host/ir.py) as C: one function per instance, laid out by function.c.j2.
+
+Every statement and pointer is printed here, by one `match` per node kind;
+the template only places the lines. Program names reach this text only as
+comments (through `names.comment`) and as the hints inside generated names.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from presk import names
+from presk.cgen.templates import env
+from presk.dtypes import Dtype
+from presk.host import ir as h
+
+INDENT = "    "
+
+
+def c_type(dtype: str) -> str:
+    return Dtype(dtype).c_type
+
+
+def param(p: h.Param) -> str:
+    """A pointer parameter's declaration: inputs are `const`, a key is a `presk_key`."""
+    if p.dtype is None:
+        return f"const presk_key *{p.name}"
+    return f"const {c_type(p.dtype)} *{p.name}"
+
+
+def index(i: h.Index) -> str:
+    match i:
+        case int():
+            return str(i)
+        case h.LoopVar(name, 0):
+            return name
+        case h.LoopVar(name, plus):
+            return f"({name} + {plus})"
+        case _:
+            assert_never(i)
+
+
+def ptr(p: h.Ptr) -> str:
+    """A pointer expression: a name, or a layer of a stacked buffer."""
+    match p:
+        case str():
+            return p
+        case h.Layer(base, at, stride):
+            return f"({ptr(base)} + {index(at)} * {stride})"
+        case _:
+            assert_never(p)
+
+
+def local(decl: h.Local) -> str:
+    match decl:
+        case h.Alloc(name, dtype, offset):
+            t = c_type(dtype)
+            return f"{t} *{name} = ({t} *)(frame + {offset});"
+        case h.Accumulators(dtype, first, second, at_first, at_second):
+            t = c_type(dtype)
+            return f"{t} *{first} = {at_first}; {t} *{second} = {at_second};"
+        case _:
+            assert_never(decl)
+
+
+def _args(ptrs: tuple[h.Ptr, ...]) -> str:
+    return ", ".join(ptr(p) for p in ptrs)
+
+
+def _launch(s: h.Launch) -> list[str]:
+    if s.split is None:
+        return [f"{s.kernel}({_args(s.args)});"]
+    # Each worker takes a contiguous part of the outer loop; without OpenMP, all of it.
+    n, args = s.split, _args(s.args)
+    return [
+        "#ifdef _OPENMP",
+        "#pragma omp parallel num_threads(threads)",
+        "{",
+        "    int64_t presk_w = omp_get_num_threads(), presk_t = omp_get_thread_num();",
+        f"    {s.kernel}({args}, {n} * presk_t / presk_w, {n} * (presk_t + 1) / presk_w);",
+        "}",
+        "#else",
+        f"{s.kernel}({args}, 0, {n});",
+        "#endif",
+    ]
+
+
+def _loop_head(s: h.Fold) -> str:
+    v, n = s.var, s.layers
+    match s.order:
+        case h.Order.FORWARD:
+            return f"for (int64_t {v} = 0; {v} < {n}; {v}++) {{"
+        case h.Order.ALL_BUT_LAST:
+            return f"for (int64_t {v} = 0; {v} + 1 < {n}; {v}++) {{"
+        case h.Order.BACKWARD:
+            return f"for (int64_t {v} = {n} - 1; {v} >= 0; {v}--) {{"
+        case _:
+            assert_never(s.order)
+
+
+def stmt(s: h.Stmt) -> list[str]:
+    """The C lines of one statement, unindented."""
+    match s:
+        case h.Site(where, name):
+            site = where + (f" ({name})" if name else "")
+            return [f"/* {names.comment(site)} */"]
+        case h.Launch():
+            return _launch(s)
+        case h.Call(callee, frame, args):
+            parts = [f"frame + {frame}", "threads", *(ptr(a) for a in args)]
+            return [f"{callee}({', '.join(parts)});"]
+        case h.Copy(dst, src, size):
+            return [f"memcpy({ptr(dst)}, {ptr(src)}, {size});"]
+        case h.Swap(dtype, first, second):
+            t = c_type(dtype)
+            return [f"{{ {t} *swap = {first}; {first} = {second}; {second} = swap; }}"]
+        case h.Fold(_, _, _, body):
+            inner = [INDENT + line for b in body for line in stmt(b)]
+            return [_loop_head(s), *inner, "}"]
+        case _:
+            assert_never(s)
+
+
+def function_c(fn: h.Function) -> str:
+    """One function instance as a `static` C function under its source's name."""
+    params = ["char *frame", "int threads"]
+    params += [param(p) for p in fn.params]
+    params += [f"{c_type(p.dtype)} *{p.name}" for p in fn.outputs if p.dtype is not None]
+    # Every parameter is marked used: a function need not read all its inputs
+    # (a gradient may ignore a value), and -Wextra would warn.
+    unused = ["frame", "threads", *(p.name for p in fn.params), *(p.name for p in fn.outputs)]
+    return (
+        env()
+        .get_template("function.c.j2")
+        .render(
+            source=names.comment(fn.source, newlines=True),
+            name=fn.c_name,
+            params=", ".join(params),
+            unused=unused,
+            locals=[local(d) for d in fn.locals],
+            body=[line for s in fn.body for line in stmt(s)],
+        )
+    )
