@@ -22,6 +22,7 @@ import numpy as np
 from presk import __version__, resources
 from presk.backends.native import CompiledEntry
 from presk.cgen.program import Unit, _env
+from presk.dtypes import Dtype
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HKey, HTensor
 from presk.interp import rng
@@ -29,9 +30,10 @@ from presk.core import ir
 from presk.interp.reference import Tree, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.tensor import Tensor
+from presk.names import c_string
 
-DTYPE_CODE = {"f64": 0, "f32": 1, "bf16": 2, "i64": 3}
-C_TYPE = {"f64": "double", "f32": "float", "bf16": "uint16_t", "i64": "int64_t"}
+DTYPE_CODE = {str(d): d.code for d in Dtype}
+C_TYPE = {str(d): d.c_type for d in Dtype}
 RUNTIME_FILES = (
     "runtime/c/presk_rt.h",
     "runtime/c/presk_rng.h",
@@ -45,18 +47,6 @@ RUNTIME_FILES = (
 
 class ExportError(Exception):
     """The export could not be written (one line for the user)."""
-
-
-def c_string(text: str) -> str:
-    """A C string literal of any text: non-ASCII and specials as octal escapes."""
-    out = []
-    for byte in text.encode("utf-8"):
-        ch = chr(byte)
-        if 32 <= byte < 127 and ch not in '"\\?':
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03o}")
-    return '"' + "".join(out) + '"'
 
 
 @dataclass
