@@ -1,7 +1,8 @@
 """Where the fixed C text lives: templates/c, runtime/c and libm/musl.
 
-They sit at the repository's root (an editable install finds them beside the
-package); `PRESK_DATA` may point elsewhere.
+In a checkout (and an editable install) they sit at the repository's root; a
+wheel carries them as package data in presk/_data/ (setup.py copies them
+there). `PRESK_DATA` may point elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def root() -> Path:
         return Path(env)
     here = Path(__file__).resolve().parent
     for candidate in (here.parent, here / "_data"):
-        if (candidate / "runtime" / "c").is_dir():
+        if all((candidate / d).is_dir() for d in ("templates/c", "runtime/c", "libm/musl")):
             return candidate
     raise FileNotFoundError("presk's C runtime was not found (set PRESK_DATA)")
 
