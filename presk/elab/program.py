@@ -18,9 +18,17 @@ from presk.diagnostics import Diagnostic, Label, Sink, Source, Span
 from presk.elab import presburger as pb
 from presk.elab.presburger import Lin, NonLinear
 from presk.syntax import ast
+from presk.syntax.deep import deep
 from presk.syntax.parser import parse
 
 MACHINE_TYPES = ("f64", "f32", "nat", "int")
+
+# The most bits an exact constant's numerator or denominator may have (about 2466
+# decimal digits). Literals stay far below it (presk/syntax/literals.py); only a product
+# or a power can reach it, and past it a constant is nothing a tensor program means. It
+# keeps every step of constant arithmetic cheap, and every constant printable in a
+# message (Python refuses to print integers of more than 4300 digits).
+MAX_CONST_BITS = 1 << 13
 
 # Maps a name to its dimension variable, or None when it is not a dimension.
 DimLookup = Callable[[str], Lin | None]
@@ -83,6 +91,7 @@ class Program:
         return self.files[-1]
 
 
+@deep
 def load(path: str, overrides: dict[str, Fraction], sink: Sink) -> Program:
     """Parse and elaborate `path` and its imports. Raises LoadError, CompileError."""
     loader = _Loader(overrides, sink)
@@ -344,7 +353,7 @@ def lin_eval(env: FileEnv, expr: ast.Expr, dim: DimLookup) -> Lin:
         case ast.Binary(op, left, right):
             a = lin_eval(env, left, dim)
             b = lin_eval(env, right, dim)
-            return _lin_binary(op, a, b, expr)
+            return _bounded(_lin_binary(op, a, b, expr), expr)
     raise ConstError("E2013", "not a dimension expression", expr.span, "expected a size here")
 
 
@@ -382,11 +391,16 @@ def _lin_binary(op: ast.BinOp, a: Lin, b: Lin, expr: ast.Binary) -> Lin:
                         raise ConstError(
                             "E1007", "zero to a negative power", expr.span, "division by zero"
                         )
-                    # An exact power this large is not a size or a constant anyone means.
-                    if abs(exponent) > 4096 or abs(exponent) * _bits(a.const) > 1 << 16:
-                        raise ConstError(
-                            "E1007", "exponent too large", expr.span, "keep constants reasonable"
-                        )
+                    if a.const in (0, 1, -1):
+                        # 0, 1 and -1 keep their size whatever the exponent.
+                        small = a.const ** (exponent % 2) if a.const else Fraction(exponent == 0)
+                        return Lin.const_(small)
+                    # Any other base has a numerator or denominator of 2 or more, so each
+                    # factor adds a bit at least: refuse before computing the power. The
+                    # result then has at most twice the limit's bits, and _bounded refuses
+                    # what lies between.
+                    if abs(exponent) * (_bits(a.const) - 1) > MAX_CONST_BITS:
+                        raise _out_of_range(expr)
                     return Lin.const_(a.const**exponent)
                 raise ConstError(
                     "E1007", "`^` needs constant operands here", expr.span, "not constant"
@@ -397,6 +411,23 @@ def _lin_binary(op: ast.BinOp, a: Lin, b: Lin, expr: ast.Binary) -> Lin:
         ) from None
     raise ConstError(
         "E2013", "not a dimension expression", expr.span, f"`{op.value}` is not allowed here"
+    )
+
+
+def _bounded(lin: Lin, expr: ast.Expr) -> Lin:
+    """`lin`, or E1011 when one of its numbers is larger than MAX_CONST_BITS allows."""
+    for value in (lin.const, *(c for _, c in lin.coeffs)):
+        if _bits(value) > MAX_CONST_BITS:
+            raise _out_of_range(expr)
+    return lin
+
+
+def _out_of_range(expr: ast.Expr) -> ConstError:
+    return ConstError(
+        "E1011",
+        "constant out of range",
+        expr.span,
+        f"this needs more than {MAX_CONST_BITS} bits exactly",
     )
 
 

@@ -342,6 +342,26 @@ def _round_decimal(n: int, d: int, digits: int) -> tuple[str, int]:
     return str(q), k
 
 
+# Past this binary exponent (2**65536 is about 10**19728) the exact integer ratio of a
+# value is too large to compute with, so MPFR's own decimal conversion is used instead.
+# Both are correctly rounded to nearest with ties to even, so they print the same text
+# wherever both apply. See Note [Huge exponents].
+HUGE_EXPONENT = 1 << 16
+
+
+def _is_huge(x: Any) -> bool:
+    """Whether a finite nonzero mpfr lies beyond 2**±HUGE_EXPONENT."""
+    return bool(abs(gmpy2.get_exp(x)) > HUGE_EXPONENT)
+
+
+def _mpfr_decimal(x: Any, digits: int) -> tuple[str, int]:
+    """|x| rounded by MPFR to `digits` significant decimals (ties to even): the digit
+    string and the decimal exponent of its first digit, as `_round_decimal` returns."""
+    text = format(abs(x), f".{digits - 1}e")  # mpfr_asprintf, round to nearest
+    mantissa, _, exponent = text.partition("e")
+    return mantissa.replace(".", ""), int(exponent)
+
+
 def format_number(x: Any, digits: int) -> str:
     """An mpfr printed like C's `%.{digits}g` of its exact value; zeros print `0`.
 
@@ -357,10 +377,12 @@ def format_number(x: Any, digits: int) -> str:
         return "-inf" if x < 0 else "inf"
     if gmpy2.is_zero(x):
         return "0"
-    num, den = x.as_integer_ratio()
-    num, den = int(num), int(den)
-    sign = "-" if num < 0 else ""
-    ds, e = _round_decimal(abs(num), den, p)
+    sign = "-" if x < 0 else ""
+    if _is_huge(x):
+        ds, e = _mpfr_decimal(x, p)
+    else:
+        num, den = x.as_integer_ratio()
+        ds, e = _round_decimal(abs(int(num)), int(den), p)
     if -4 <= e < p:
         if e >= 0:
             whole, frac = ds[: e + 1], ds[e + 1 :]
@@ -380,6 +402,10 @@ def exact_decimal(x: Any) -> str:
     runs of zeros. Every finite binary value has a finite expansion, so nothing is
     rounded: `Fraction(exact_decimal(x)) == x`. Negative zero prints `-0`; infinities and
     NaN print `inf`, `-inf`, `nan` (not JSON numbers: callers must handle them).
+
+    The one exception is a value beyond 2**±HUGE_EXPONENT, whose exact expansion would
+    run to millions of digits: it prints the shortest digits MPFR guarantees to read back
+    as the same value at its precision (`mpfr_get_str` with n = 0), in scientific form.
     """
     x = exact_mpfr(x)
     if gmpy2.is_nan(x):
@@ -388,12 +414,19 @@ def exact_decimal(x: Any) -> str:
         return "-inf" if x < 0 else "inf"
     if gmpy2.is_zero(x):
         return "-0" if gmpy2.is_signed(x) else "0"
+    if _is_huge(x):
+        mantissa, exp10, _ = x.digits(10, 0)
+        sign = "-" if mantissa.startswith("-") else ""
+        body = mantissa.lstrip("-").rstrip("0")
+        e = exp10 - 1
+        point = "." + body[1:] if body[1:] else ""
+        return f"{sign}{body[0]}{point}e{'-' if e < 0 else '+'}{abs(e)}"
     num, den = x.as_integer_ratio()
-    num, den = int(num), int(den)
     sign = "-" if num < 0 else ""
-    j = den.bit_length() - 1  # den == 2**j
+    j = int(den).bit_length() - 1  # den == 2**j
     # n / 2**j == n * 5**j / 10**j: the digits of n * 5**j with the point j places left.
-    digits = str(abs(num) * 5**j)
+    # GMP prints the product: Python's str() refuses integers of more than 4300 digits.
+    digits: str = (gmpy2.mpz(abs(num)) * gmpy2.mpz(5) ** j).digits(10)
     e = len(digits) - 1 - j  # decimal exponent of the leading digit
     if -6 <= e < 21:
         if j == 0:
@@ -429,3 +462,14 @@ def format_value(t: Tensor, digits: int) -> str:
         return "[" + ", ".join(nest(sub) for sub in arr) + "]"
 
     return format_axes(t.axes) + " " + nest(t.data)
+
+
+# Note [Huge exponents]
+#
+# MPFR's exponent range (gmpy2's default is about 2**±2**30) lets a program reach values
+# such as x^100000000, about 10**-30103000. The exact printers above divide the value's
+# integer ratio by powers of ten; for such a value the ratio's denominator alone has a
+# hundred million bits, and printing would not finish. Past HUGE_EXPONENT, `format_number`
+# asks MPFR for the rounded digits instead (mpfr_asprintf, correctly rounded to nearest,
+# ties to even: the same function as `_round_decimal`), and `exact_decimal` gives the
+# digits that read back exactly, since the exact expansion has millions of digits.

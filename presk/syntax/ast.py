@@ -13,6 +13,7 @@ from enum import Enum
 from fractions import Fraction
 
 from presk.diagnostics import Span
+from presk.syntax.deep import deep
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,6 +500,7 @@ class File:
 # ---------------------------------------------------------------- dump
 
 
+@deep
 def dump(node: object, indent: int = 0) -> str:
     """The tree as `presk dump --stage ast` prints it: one node per line."""
     lines: list[str] = []

@@ -8,12 +8,14 @@ into many.
 
 from __future__ import annotations
 
-from fractions import Fraction
+from dataclasses import fields, is_dataclass
 from typing import NoReturn
 
 from presk.diagnostics import Diagnostic, Label, Sink, Source, Span
 from presk.syntax import ast
+from presk.syntax.deep import MAX_DEPTH, MAX_NESTING, deep
 from presk.syntax.lexer import lex
+from presk.syntax.literals import LiteralRange, parse_literal
 from presk.syntax.tokens import Kind, Token, describe
 
 _TOP_LEVEL = {
@@ -50,6 +52,28 @@ class _Abort(Exception):
     """Unwinds to the nearest recovery point after a reported syntax error."""
 
 
+class _Nested:
+    """One level of nesting (a bracket, a prefix operator, a lambda, a type) while parsed."""
+
+    def __init__(self, parser: Parser) -> None:
+        self.parser = parser
+
+    def __enter__(self) -> None:
+        parser = self.parser
+        parser.nesting += 1
+        if parser.nesting > MAX_NESTING:
+            parser.nesting -= 1  # __exit__ does not run when __enter__ raises
+            parser.fail(
+                "E0015",
+                "expression nested too deeply",
+                parser.tok,
+                f"more than {MAX_NESTING} levels of brackets and operators",
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        self.parser.nesting -= 1
+
+
 class Parser:
     """Parses one file's tokens; reports syntax errors to the sink."""
 
@@ -57,6 +81,9 @@ class Parser:
         self.tokens = tokens
         self.pos = 0
         self.sink = sink
+        # How many brackets, prefix operators, lambdas and types enclose the current token.
+        self.nesting = 0
+        self.nested = _Nested(self)
 
     # ------------------------------------------------------------ helpers
 
@@ -144,6 +171,21 @@ class Parser:
                 if self.tok.kind in stops or self.tok.kind == Kind.RBRACE:
                     return
 
+    def check_depth(self, node: object) -> None:
+        """Report E0015 (and abandon the declaration) when its tree is deeper than the
+        passes after the parser may walk: long operator chains nest without brackets."""
+        deepest = _too_deep(node)
+        if deepest is not None:
+            self.sink.report(
+                Diagnostic(
+                    "E0015",
+                    "expression nested too deeply",
+                    Label(deepest, f"more than {MAX_DEPTH} operations nested in one another"),
+                    help="name intermediate results with `let`",
+                )
+            )
+            raise _Abort
+
     # ------------------------------------------------------------ file
 
     # file := NEWLINE* (decl NEWLINE*)* EOF
@@ -153,7 +195,9 @@ class Parser:
         self.skip_newlines()
         while not self.at(Kind.EOF):
             try:
-                decls.append(self.parse_decl())
+                decl = self.parse_decl()
+                self.check_depth(decl)
+                decls.append(decl)
                 self.end_of_line()
             except _Abort:
                 self.recover(_TOP_LEVEL)
@@ -462,6 +506,10 @@ class Parser:
 
     # type := real | idx | bool | params | stack | '(' type (',' type)* ')' | named
     def parse_type(self) -> ast.TypeSyn:
+        with self.nested:
+            return self.parse_type_inner()
+
+    def parse_type_inner(self) -> ast.TypeSyn:
         start = self.tok.span
         match self.tok.kind:
             case Kind.KW_REAL:
@@ -560,6 +608,10 @@ class Parser:
 
     # expr := lambda | pipe      lambda := 'λ' IDENT+ '.' expr
     def parse_expr(self) -> ast.Expr:
+        with self.nested:
+            return self.parse_lambda_or_pipe()
+
+    def parse_lambda_or_pipe(self) -> ast.Expr:
         if self.at(Kind.KW_LAMBDA):
             start = self.advance().span
             params = [self.ident()]
@@ -612,7 +664,8 @@ class Parser:
     def parse_unary(self) -> ast.Expr:
         if self.at(Kind.MINUS):
             start = self.advance().span
-            operand = self.parse_unary()
+            with self.nested:
+                operand = self.parse_unary()
             return ast.Neg(operand, start.to(operand.span))
         return self.parse_power()
 
@@ -621,7 +674,8 @@ class Parser:
         base = self.parse_postfix()
         if self.at(Kind.CARET):
             self.advance()
-            exponent = self.parse_unary()
+            with self.nested:
+                exponent = self.parse_unary()
             return ast.Binary(ast.BinOp.POW, base, exponent, base.span.to(exponent.span))
         return base
 
@@ -684,8 +738,12 @@ class Parser:
         token = self.tok
         match token.kind:
             case Kind.INT | Kind.FLOAT:
+                try:
+                    value = parse_literal(token.text)
+                except LiteralRange as error:
+                    self.fail("E0016", error.message, token, error.label)
                 self.advance()
-                return ast.Num(token.text, _number(token.text), token.kind == Kind.INT, token.span)
+                return ast.Num(token.text, value, token.kind == Kind.INT, token.span)
             case Kind.STRING:
                 self.advance()
                 return ast.Str(token.text, token.span)
@@ -740,21 +798,53 @@ class Parser:
         )
 
 
-def _number(text: str) -> Fraction:
-    # Fraction parses decimals and exponents exactly: 1e-6 is exactly 1/10**6.
-    return Fraction(text)
+def _too_deep(root: object) -> Span | None:
+    """The span of the smallest subtree of `root` whose height exceeds MAX_DEPTH, if any.
+
+    An iterative post-order walk over the dataclass fields, so that it never recurses
+    itself; the first node found too deep is the lowest one on its path.
+    """
+    height: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        kids = _children(node)
+        if not done:
+            stack.append((node, True))
+            stack.extend((kid, False) for kid in kids)
+            continue
+        h = 1 + max((height.pop(id(kid), 0) for kid in kids), default=0)
+        if h > MAX_DEPTH:
+            span = getattr(node, "span", None)
+            return span if isinstance(span, Span) else None
+        height[id(node)] = h
+    return None
 
 
+def _children(node: object) -> list[object]:
+    out: list[object] = []
+    if not is_dataclass(node):
+        return out
+    for f in fields(node):
+        value = getattr(node, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        out.extend(item for item in items if is_dataclass(item) and hasattr(item, "span"))
+    return out
+
+
+@deep
 def parse(source: Source, sink: Sink) -> ast.File:
     """Parse a whole source; syntax errors go to `sink`."""
     return Parser(lex(source, sink), sink).parse_file()
 
 
+@deep
 def parse_expression(source: Source, sink: Sink) -> ast.Expr | None:
     """Parse a lone expression (used for `--const` values and entry arguments)."""
     parser = Parser(lex(source, sink), sink)
     try:
         expr = parser.parse_expr()
+        parser.check_depth(expr)
         parser.skip_newlines()
         if not parser.at(Kind.EOF):
             parser.fail("E0010", f"unexpected {parser.tok.found()}", parser.tok, "unexpected here")

@@ -33,6 +33,7 @@ from presk.elab.ty import (
     Type,
 )
 from presk.syntax import ast
+from presk.syntax.deep import deep
 from presk.types import prims as prim_rules
 from presk.types import regularity as regs
 from presk.types.regularity import Blame, Deps, Reg
@@ -1261,6 +1262,7 @@ def _free_names(node: object, bound: set[str]) -> list[str]:
     return out
 
 
+@deep
 def check_program(program: Program, sink: Sink) -> CheckedProgram:
     """Check every function of a loaded program; errors go to `sink`."""
     return Checker(program, sink).run()
