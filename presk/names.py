@@ -21,7 +21,7 @@ component, components separated by `__`, where a letter or digit stands for
 itself, `_` is `_1` and any other character is `_x<hex>_` (its code point).
 Plain names contain no `__` and escaped ones always do, so the two kinds
 never meet; an escaped name decodes left to right without ambiguity, so
-distinct paths give distinct names (tests/unit/test_names.py decodes them).
+distinct paths give distinct names (tests/test_names.py decodes them).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ _MACRO_FAMILIES = re.compile(
     r"|E[A-Z0-9]+|(?:PRI|SCN)\w+|SIG[A-Z]+"
 )
 
-# Every identifier of our namespace the runtime and libm define (tests/unit/test_names.py
+# Every identifier of our namespace the runtime and libm define (tests/test_names.py
 # checks this list against runtime/c/ and libm/), and the kernels' own locals.
 RUNTIME_NAMES = _words(
     """
