@@ -42,6 +42,8 @@ import numpy.typing as npt
 from presk.build import cache, compile
 from presk.build.errors import LoadError
 
+__all__ = ["DTYPES", "Library", "LoadError", "load", "pointer"]
+
 # The C element types buffers may have, with the one numpy dtype each may come from.
 DTYPES: dict[str, np.dtype[Any]] = {
     "double": np.dtype(np.float64),
