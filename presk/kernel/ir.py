@@ -18,6 +18,7 @@ sum written as a loop adds its terms in increasing index order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 
 # Element types of buffers; `arith` gives the type arithmetic happens in.
@@ -49,6 +50,62 @@ class Buffer:
         return n
 
 
+# ---------------------------------------------------------------- operators
+
+# Each operator's value is its text in `dump --stage kernel` (and, but for max
+# and min, in C): a StrEnum formats as its value, so the dumps are unchanged.
+
+
+class IntOp(StrEnum):
+    """An integer operator of an index expression."""
+
+    ADD = "+"
+    MUL = "*"
+    DIV = "/"  # floor division of non-negative operands
+    MOD = "%"
+
+
+class BinOp(StrEnum):
+    """A real binary operator."""
+
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    MAX = "max"
+    MIN = "min"
+
+
+class CmpOp(StrEnum):
+    """A comparison."""
+
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+
+
+class Libm(StrEnum):
+    """A function of the libm compiled into every program (docs/libm.md)."""
+
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    TANH = "tanh"
+    SIN = "sin"
+    COS = "cos"
+    ERF = "erf"
+
+
+class VecOp(StrEnum):
+    """A lane-wise vector operator."""
+
+    ADD = "+"
+    MUL = "*"
+
+
 # ---------------------------------------------------------------- index expressions
 
 
@@ -70,7 +127,7 @@ class IConst:
 class IBin:
     """Integer arithmetic: `+`, `*`, `/` (floor), `%`."""
 
-    op: str
+    op: IntOp
     left: Index
     right: Index
 
@@ -114,7 +171,7 @@ class FromIndex:
 class Bin:
     """`+ - * /`, and `max`/`min` (first operand on ties)."""
 
-    op: str
+    op: BinOp
     left: Expr
     right: Expr
 
@@ -130,7 +187,7 @@ class Neg:
 class Fn:
     """A libm function: exp, log, sqrt, tanh, sin, cos, erf."""
 
-    name: str
+    name: Libm
     arg: Expr
 
 
@@ -138,7 +195,7 @@ class Fn:
 class Cmp:
     """A comparison `< <= > >= == !=` of reals (or of integers when both are)."""
 
-    op: str
+    op: CmpOp
     left: Expr | Index
     right: Expr | Index
 
@@ -227,7 +284,7 @@ class Splat:
 class VBin:
     """Lane-wise `+` or `*` of vectors: each lane is its own output column."""
 
-    op: str
+    op: VecOp
     left: VExpr
     right: VExpr
 

@@ -70,7 +70,7 @@ def _convert(
         name = fresh.name()
         decided = ir.Select(cond, ir.Const(Fraction(1)), ir.Const(Fraction(0)))
         out.append(ir.Let(name, _guarded(guard, decided, ir.Const(Fraction(0)))))
-        cond = ir.Cmp("!=", ir.Var(name), ir.Const(Fraction(0)))
+        cond = ir.Cmp(ir.CmpOp.NE, ir.Var(name), ir.Const(Fraction(0)))
     # Both arms ending in a store to the same element become one store of a selection.
     merged: ir.Store | None = None
     if (

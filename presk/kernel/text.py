@@ -8,6 +8,7 @@ kernel dot (%0 : f32[batch: 4, 3], %1 : f32[3, 2]) -> %2 : f32[batch: 4, 2] {
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import assert_never
 
 from presk.kernel import ir
 
@@ -19,6 +20,7 @@ def buffer_type(buffer: ir.Buffer) -> str:
 
 
 def index(expr: ir.Index) -> str:
+    """An index expression, fully parenthesised."""
     match expr:
         case ir.IVar(name):
             return name
@@ -26,6 +28,8 @@ def index(expr: ir.Index) -> str:
             return str(value)
         case ir.IBin(op, left, right):
             return f"({index(left)} {op} {index(right)})"
+        case _:
+            assert_never(expr)
 
 
 def _const(value: Fraction) -> str:
@@ -46,7 +50,7 @@ def expr(e: ir.Expr | ir.Index | ir.Cmp) -> str:
         case ir.FromIndex(value):
             return f"real({expr(value)})"
         case ir.Bin(op, left, right):
-            if op in ("max", "min"):
+            if op in (ir.BinOp.MAX, ir.BinOp.MIN):
                 return f"{op}({expr(left)}, {expr(right)})"
             return f"({expr(left)} {op} {expr(right)})"
         case ir.Neg(operand):
@@ -59,6 +63,8 @@ def expr(e: ir.Expr | ir.Index | ir.Cmp) -> str:
             return f"({expr(cond)} ? {expr(then)} : {expr(other)})"
         case ir.IVar() | ir.IConst() | ir.IBin():
             return index(e)
+        case _:
+            assert_never(e)
 
 
 def vector_lanes(v: ir.VExpr) -> int:
@@ -68,6 +74,8 @@ def vector_lanes(v: ir.VExpr) -> int:
             return lanes
         case ir.VBin(_, left, _):
             return vector_lanes(left)
+        case _:
+            assert_never(v)
 
 
 def vexpr(v: ir.VExpr) -> str:
@@ -81,6 +89,8 @@ def vexpr(v: ir.VExpr) -> str:
             return f"({vexpr(left)} {op} {vexpr(right)})"
         case ir.VVar(name):
             return name
+        case _:
+            assert_never(v)
 
 
 def stmts(body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
@@ -118,6 +128,8 @@ def stmts(body: tuple[ir.Stmt, ...], depth: int) -> list[str]:
                 lines.append(f"{pad}scratch {buffer_type(buffer)} {{")
                 lines.extend(stmts(inner, depth + 1))
                 lines.append(f"{pad}}}")
+            case _:
+                assert_never(s)
     return lines
 
 

@@ -93,6 +93,6 @@ def _owns(index: ir.Index, var: str, width: int) -> bool:
     if index == ir.IVar(var):
         return True  # a scalar or vector store at a position only this iteration names
     match index:
-        case ir.IBin("+", ir.IBin("*", ir.IVar(v), ir.IConst(w)), ir.IConst(c)):
+        case ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)), ir.IConst(c)):
             return v == var and c >= 0 and c + width <= w
     return False

@@ -1,0 +1,182 @@
+"""Contractions: dot, ein and their adjoints, in the row-wise form or a tiled one.
+
+The row-wise form zeroes an output row, then adds a[i, k]·b[k, j] for k
+increasing (f64 and f32 outputs hold the running sums; bf16 sums in an f32
+scalar and is rounded once). `ein` and the adjoints are one contraction
+rule: out[names] = Σ a·b over the names not in the output, which run
+row-major in their order in the left operand, as the reference's ein.
+With `Names.tiles`, a plain matrix product takes a tiled form of the same
+bits (tiles.py).
+"""
+
+from __future__ import annotations
+
+from presk.kernel.ir import (
+    Bin,
+    BinOp,
+    Buffer,
+    For,
+    IVar,
+    Let,
+    Load,
+    Stmt,
+    Store,
+    Var,
+)
+from presk.kernel.lower.base import ZERO, Launch, Names, Step, nest
+from presk.kernel.lower.tiles import (
+    LANES,
+    as_matrix,
+    dot_block,
+    dot_packed,
+    dot_tiled,
+    packed_shape,
+)
+
+
+def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    a, b = step.operands
+    assert isinstance(a, Buffer) and isinstance(b, Buffer)
+    out = launch.output
+    # A batched product (activations [B, T, D] times a matrix) is one plain product over
+    # B·T rows: both are row-major, so the same buffers read as matrices.
+    flat_a, flat_out = as_matrix(a), as_matrix(out)
+    packed = packed_shape(flat_a, b, flat_out) if names.tiles else None
+    if packed is not None:
+        scratch = 1 + max(buf.index for buf in (*launch.inputs, out, *launch.outputs))
+        return dot_packed(flat_a, b, flat_out, names, scratch, packed)
+    if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
+        if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
+            return dot_block(a, b, out, names, rows=4, vectors=2)
+        return dot_tiled(a, b, out, names)
+    lead = [names.loop() for _ in a.axes[:-1]]
+    k = names.loop()
+    rest = [names.loop() for _ in b.axes[1:]]
+    lead_sizes, rest_sizes = list(a.shape[:-1]), list(b.shape[1:])
+    out_index = tuple(IVar(v) for v in lead + rest)
+    if arith_accumulates_in_output(out):
+        s0 = names.scalar()
+        zero = nest(rest_sizes, rest, (Store(out, out_index, ZERO),))
+        add = Store(
+            out,
+            out_index,
+            Bin(
+                BinOp.ADD,
+                Load(out, out_index),
+                Bin(BinOp.MUL, Var(s0), Load(b, (IVar(k), *(IVar(v) for v in rest)))),
+            ),
+        )
+        row = For(
+            k,
+            a.shape[-1],
+            (
+                Let(s0, Load(a, (*(IVar(v) for v in lead), IVar(k)))),
+                *nest(rest_sizes, rest, (add,)),
+            ),
+        )
+        return nest(lead_sizes, lead, (*zero, row))
+    acc = names.scalar()
+    term = Bin(
+        BinOp.MUL,
+        Load(a, (*(IVar(v) for v in lead), IVar(k))),
+        Load(b, (IVar(k), *(IVar(v) for v in rest))),
+    )
+    body = (
+        Let(acc, ZERO),
+        For(k, a.shape[-1], (Let(acc, Bin(BinOp.ADD, Var(acc), term)),)),
+        Store(out, out_index, Var(acc)),
+    )
+    return nest(lead_sizes + rest_sizes, lead + rest, body)
+
+
+def arith_accumulates_in_output(out: Buffer) -> bool:
+    """f64 and f32 outputs hold their running sums; bf16 sums in an f32 scalar."""
+    return out.dtype in ("f64", "f32")
+
+
+def contract(
+    names: Names,
+    out: Buffer,
+    out_names: list[str],
+    a: Buffer,
+    a_names: list[str],
+    b: Buffer,
+    b_names: list[str],
+) -> tuple[Stmt, ...]:
+    """out[out_names] = Σ a[a_names]·b[b_names] over the names not in the output.
+
+    The summed names enumerate row-major in their order in `a`, as the reference's ein.
+    """
+    sizes: dict[str, int] = {}
+    for buf, ns in ((a, a_names), (b, b_names)):
+        for n, (_, s) in zip(ns, buf.axes, strict=True):
+            sizes[n] = s
+    summed = [n for n in a_names if n not in out_names]
+    var: dict[str, str] = {n: names.loop() for n in out_names + summed}
+    acc = names.scalar()
+    term = Bin(
+        BinOp.MUL,
+        Load(a, tuple(IVar(var[n]) for n in a_names)),
+        Load(b, tuple(IVar(var[n]) for n in b_names)),
+    )
+    inner = nest(
+        [sizes[n] for n in summed],
+        [var[n] for n in summed],
+        (Let(acc, Bin(BinOp.ADD, Var(acc), term)),),
+    )
+    body = (Let(acc, ZERO), *inner, Store(out, tuple(IVar(var[n]) for n in out_names), Var(acc)))
+    return nest([sizes[n] for n in out_names], [var[n] for n in out_names], body)
+
+
+def _relabelled(buffer: Buffer, relabel: object) -> list[str]:
+    names = [str(n) for n, _ in buffer.axes]
+    for old, new in relabel or ():  # type: ignore[attr-defined]
+        names = [new if n == old else n for n in names]
+    return names
+
+
+def ein(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    a, b = step.operands
+    assert isinstance(a, Buffer) and isinstance(b, Buffer)
+    out_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
+    a_names = [str(n) for n, _ in a.axes]
+    return contract(
+        names, launch.output, out_names, a, a_names, b, _relabelled(b, step.attrs.get("relabel"))
+    )
+
+
+def ein_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    ct, b, a = step.operands
+    assert isinstance(ct, Buffer) and isinstance(b, Buffer) and isinstance(a, Buffer)
+    ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
+    a_names = [str(n) for n, _ in a.axes]
+    return contract(
+        names, launch.output, a_names, ct, ct_names, b, _relabelled(b, step.attrs.get("relabel"))
+    )
+
+
+def ein_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    ct, a, b = step.operands
+    assert isinstance(ct, Buffer) and isinstance(b, Buffer) and isinstance(a, Buffer)
+    ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
+    b_names = _relabelled(b, step.attrs.get("relabel"))
+    a_names = [str(n) for n, _ in a.axes]
+    return contract(names, launch.output, b_names, ct, ct_names, a, a_names)
+
+
+def dot_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    ct, b = step.operands
+    assert isinstance(ct, Buffer) and isinstance(b, Buffer)
+    out = launch.output
+    lead = [f"l{i}" for i in range(len(out.axes) - 1)]
+    rest = [f"r{i}" for i in range(len(b.axes) - 1)]
+    return contract(names, out, [*lead, "k"], ct, [*lead, *rest], b, ["k", *rest])
+
+
+def dot_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    a, ct = step.operands
+    assert isinstance(ct, Buffer) and isinstance(a, Buffer)
+    out = launch.output
+    lead = [f"l{i}" for i in range(len(a.axes) - 1)]
+    rest = [f"r{i}" for i in range(len(out.axes) - 1)]
+    return contract(names, out, ["k", *rest], a, [*lead, "k"], ct, [*lead, *rest])

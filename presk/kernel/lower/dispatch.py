@@ -1,0 +1,69 @@
+"""The lowering's entry point: a launch at concrete shapes to a kernel.
+
+A fused launch (several steps) or an elementwise primitive is one nest
+(elementwise.py); any other primitive has one rule in `RULES`. Every
+`PrimName` is in exactly one of `ELEMENTWISE` and `RULES` (a unit test says
+so). The only option is `tiles`: whether a contraction may take a tiled form.
+"""
+
+from __future__ import annotations
+
+from presk.kernel import ir
+from presk.kernel.lower import contractions, gathers, reductions, softmax
+from presk.kernel.lower.base import Launch, Names, PrimName, Rule, prim_name
+from presk.kernel.lower.elementwise import ELEMENTWISE, dropout, elementwise
+
+RULES: dict[PrimName, Rule] = {
+    PrimName.SUM: reductions.reduce,
+    PrimName.MEAN: reductions.reduce,
+    PrimName.MAX: reductions.reduce,
+    PrimName.SUM_TO: reductions.sum_to,
+    PrimName.REDUCE_VJP: reductions.reduce_vjp,
+    PrimName.ZEROS_LIKE: reductions.fill,
+    PrimName.DOT: contractions.dot,
+    PrimName.EIN: contractions.ein,
+    PrimName.DOT_VJP_L: contractions.dot_vjp_l,
+    PrimName.DOT_VJP_R: contractions.dot_vjp_r,
+    PrimName.EIN_VJP_L: contractions.ein_vjp_l,
+    PrimName.EIN_VJP_R: contractions.ein_vjp_r,
+    PrimName.SOFTMAX: softmax.softmax,
+    PrimName.LOG_SOFTMAX: softmax.softmax,
+    PrimName.SOFTMAX_VJP: softmax.softmax_vjp,
+    PrimName.LOG_SOFTMAX_VJP: softmax.softmax_vjp,
+    PrimName.CROSS_ENTROPY: softmax.cross_entropy,
+    PrimName.CROSS_ENTROPY_VJP: softmax.cross_entropy_vjp,
+    PrimName.ARGMAX: softmax.argmax,
+    PrimName.SAMPLE: softmax.sample,
+    PrimName.DROPOUT: dropout,
+    PrimName.EMBED: gathers.embed,
+    PrimName.EMBED_VJP: gathers.embed_vjp,
+    PrimName.ONE_HOT: gathers.one_hot,
+    PrimName.CAUSAL_MASK: gathers.causal_mask,
+    PrimName.POSITIONS: gathers.positions,
+    PrimName.MERGE: gathers.copy,
+    PrimName.SPLIT: gathers.copy,
+    PrimName.SPLIT_HEADS: gathers.copy,
+    PrimName.MERGE_HEADS: gathers.copy,
+    PrimName.SHAPE_VJP: gathers.copy,
+}
+
+
+def lower(launch: Launch, dtype: str, tiles: bool | None = None) -> ir.Kernel:
+    """The kernel of a launch, computing in `dtype` (f64, f32 or bf16).
+
+    `tiles=False` gives point zero (row-wise contractions, no lanes); True, or
+    None for the default, lets a contraction take its tiled forms.
+    """
+    root = launch.steps[-1]
+    outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
+    names = Names(tiles=True if tiles is None else tiles)
+    if len(launch.steps) > 1:
+        body = elementwise(launch, names)
+    else:
+        prim = prim_name(root.name)
+        rule = RULES.get(prim)
+        body = elementwise(launch, names) if rule is None else rule(root, launch, names)
+    return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body)
+
+
+__all__ = ["ELEMENTWISE", "RULES", "lower"]

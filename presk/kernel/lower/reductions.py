@@ -1,0 +1,189 @@
+"""Reductions and their adjoints: sum, mean, max over an axis or all; sum_to; zeros.
+
+A sum adds its terms in increasing row-major order of the reduced axes,
+from 0; a maximum starts at the group's first element and keeps the first
+on ties; the adjoint of a maximum sends the cotangent to the first maximal
+element of each group, as the reference does.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import assert_never
+
+from presk.kernel.ir import (
+    Bin,
+    BinOp,
+    Buffer,
+    Cmp,
+    CmpOp,
+    Expr,
+    IConst,
+    If,
+    IVar,
+    Let,
+    Load,
+    Select,
+    Stmt,
+    Store,
+    Var,
+)
+from presk.kernel.lower.base import (
+    ONE,
+    ZERO,
+    Launch,
+    LoweringError,
+    Names,
+    Step,
+    align_positions,
+    axis_of,
+    c,
+    nest,
+)
+
+
+class Reduction(StrEnum):
+    """What a reduction computes: the names of `sum`, `mean`, `max` and of reduce_vjp's kind."""
+
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+
+
+def _reduction(name: object) -> Reduction:
+    try:
+        return Reduction(str(name))
+    except ValueError:
+        raise LoweringError(f"no reduction `{name}`") from None
+
+
+def _reduced(x: Buffer, axis: object) -> list[int]:
+    """The positions a reduction over `axis` (None: every axis) removes."""
+    return list(range(len(x.axes))) if axis is None else [axis_of(x, str(axis))]
+
+
+def reduce(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    """sum, mean or max of a buffer, over one axis or all."""
+    (x,) = [o for o in step.operands if isinstance(o, Buffer)]
+    out = launch.output
+    kind = _reduction(step.name)
+    reduced = _reduced(x, step.attrs.get("axis"))
+    vars_ = [names.loop() for _ in x.axes]
+    kept = [v for i, v in enumerate(vars_) if i not in reduced]
+    kept_sizes = [s for i, s in enumerate(x.shape) if i not in reduced]
+    red_vars = [vars_[i] for i in reduced]
+    red_sizes = [x.shape[i] for i in reduced]
+    count = 1
+    for s in red_sizes:
+        count *= s
+    acc = names.scalar()
+    load = Load(x, tuple(IVar(v) for v in vars_))
+    result: Expr = Var(acc)
+    match kind:
+        case Reduction.MAX:
+            first = Load(
+                x, tuple(IConst(0) if i in reduced else IVar(v) for i, v in enumerate(vars_))
+            )
+            init: Stmt = Let(acc, first)
+            update: Stmt = Let(acc, Select(Cmp(CmpOp.GT, load, Var(acc)), load, Var(acc)))
+        case Reduction.SUM | Reduction.MEAN:
+            init = Let(acc, ZERO)
+            update = Let(acc, Bin(BinOp.ADD, Var(acc), load))
+            if kind == Reduction.MEAN:
+                result = Bin(BinOp.DIV, result, c(count))
+        case _:
+            assert_never(kind)
+    inner = nest(red_sizes, red_vars, (update,))
+    body = (init, *inner, Store(out, tuple(IVar(v) for v in kept), result))
+    return nest(kept_sizes, kept, body)
+
+
+def reduce_vjp(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    """The cotangent of a reduction spread back over its operand's shape."""
+    ct, a = step.operands[:2]
+    assert isinstance(ct, Buffer) and isinstance(a, Buffer)
+    out = launch.output
+    reduced = _reduced(a, step.attrs.get("axis"))
+    vars_ = [names.loop() for _ in a.axes]
+    at = tuple(IVar(v) for v in vars_)
+    ct_index = tuple(IVar(v) for i, v in enumerate(vars_) if i not in reduced)
+    count = 1
+    for i in reduced:
+        count *= a.shape[i]
+    g = Load(ct, ct_index)
+    kind = _reduction(step.attrs["kind"])
+    match kind:
+        case Reduction.SUM:
+            return nest(list(a.shape), vars_, (Store(out, at, g),))
+        case Reduction.MEAN:
+            return nest(list(a.shape), vars_, (Store(out, at, Bin(BinOp.DIV, g, c(count))),))
+        case Reduction.MAX:
+            y = step.operands[2]
+            assert isinstance(y, Buffer)
+            return _max_vjp(a, y, out, vars_, reduced, names, g, ct_index)
+        case _:
+            assert_never(kind)
+
+
+def _max_vjp(
+    a: Buffer,
+    y: Buffer,
+    out: Buffer,
+    vars_: list[str],
+    reduced: list[int],
+    names: Names,
+    g: Load,
+    ct_index: tuple[IVar, ...],
+) -> tuple[Stmt, ...]:
+    """The cotangent goes to the first maximal element of each group, 0 elsewhere."""
+    kept = [v for i, v in enumerate(vars_) if i not in reduced]
+    kept_sizes = [s for i, s in enumerate(a.shape) if i not in reduced]
+    red = [vars_[i] for i in reduced]
+    red_sizes = [a.shape[i] for i in reduced]
+    taken = names.scalar()
+    at = tuple(IVar(v) for v in vars_)
+    inner = nest(
+        red_sizes,
+        red,
+        (
+            If(
+                Cmp(CmpOp.EQ, Var(taken), ZERO),
+                (
+                    If(
+                        Cmp(CmpOp.EQ, Load(a, at), Load(y, ct_index)),
+                        (Store(out, at, g), Let(taken, ONE)),
+                        (Store(out, at, ZERO),),
+                    ),
+                ),
+                (Store(out, at, ZERO),),
+            ),
+        ),
+    )
+    return nest(kept_sizes, kept, (Let(taken, ZERO), *inner))
+
+
+def sum_to(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    """A cotangent summed down to the shape of `like` (the adjoint of a broadcast)."""
+    ct, like = step.operands
+    assert isinstance(ct, Buffer) and isinstance(like, Buffer)
+    out = launch.output
+    positions = align_positions(like.axes, ct.axes)
+    vars_ = [names.loop() for _ in ct.axes]
+    kept = [vars_[p] for p in positions]
+    summed = [v for i, v in enumerate(vars_) if i not in positions]
+    summed_sizes = [ct.shape[i] for i in range(len(vars_)) if i not in positions]
+    acc = names.scalar()
+    inner = nest(
+        summed_sizes,
+        summed,
+        (Let(acc, Bin(BinOp.ADD, Var(acc), Load(ct, tuple(IVar(v) for v in vars_)))),),
+    )
+    body = (Let(acc, ZERO), *inner, Store(out, tuple(IVar(v) for v in kept), Var(acc)))
+    return nest(list(out.shape), kept, body)
+
+
+def fill(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    """zeros_like: every element 0."""
+    out = launch.output
+    vars_ = [names.loop() for _ in out.axes]
+    return nest(list(out.shape), vars_, (Store(out, tuple(IVar(v) for v in vars_), ZERO),))

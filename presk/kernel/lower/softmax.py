@@ -1,0 +1,341 @@
+"""Row-wise primitives: softmax, log_softmax, their adjoints, cross_entropy, argmax, sample.
+
+A row is every element along one axis (the last unless named), the other
+axes looped over outside it. Softmax, log_softmax and cross_entropy subtract
+the row maximum before exp; sums run in increasing order; a masked softmax
+takes its maximum from the allowed positions and gives 0 at the refused
+ones; argmax keeps the last maximum; sample draws one uniform per row and
+takes the first position whose running sum of probabilities exceeds it.
+"""
+
+from __future__ import annotations
+
+from presk.kernel.ir import (
+    Bin,
+    BinOp,
+    Buffer,
+    Cmp,
+    CmpOp,
+    Expr,
+    Fn,
+    For,
+    IConst,
+    If,
+    Index,
+    IVar,
+    Let,
+    Libm,
+    Load,
+    Random,
+    Select,
+    Stmt,
+    Store,
+    Var,
+)
+from presk.kernel.lower.base import (
+    ONE,
+    ZERO,
+    Launch,
+    Names,
+    PrimName,
+    Step,
+    axis_of,
+    flat,
+    load_aligned,
+    nest,
+)
+
+
+def _rows(x: Buffer, axis: str | None, names: Names) -> tuple[list[str], list[int], str, int, int]:
+    """Loop variables over every axis but `axis`, the row axis's variable and position."""
+    position = len(x.axes) - 1 if axis is None else axis_of(x, axis)
+    vars_ = [names.loop() for _ in x.axes]
+    outer = [v for i, v in enumerate(vars_) if i != position]
+    sizes = [s for i, s in enumerate(x.shape) if i != position]
+    return outer, sizes, vars_[position], position, x.shape[position]
+
+
+def _at(x: Buffer, outer: list[str], position: int, j: Index) -> tuple[Index, ...]:
+    idx: list[Index] = [IVar(v) for v in outer]
+    idx.insert(position, j)
+    return tuple(idx)
+
+
+def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    x = step.operands[0]
+    assert isinstance(x, Buffer)
+    mask = step.operands[1] if len(step.operands) > 1 else None
+    out = launch.output
+    outer, sizes, j, pos, n = _rows(x, str(step.attrs["axis"]), names)
+    m, s, e = names.scalar(), names.scalar(), names.scalar()
+    at = _at(x, outer, pos, IVar(j))
+    allowed: Cmp | None = None
+    if isinstance(mask, Buffer):
+        vars_all = list(outer)
+        vars_all.insert(pos, j)
+        allowed = Cmp(CmpOp.NE, load_aligned(mask, x.axes, vars_all), IConst(0))
+    log = step.name == PrimName.LOG_SOFTMAX
+    if allowed is None:
+        body: tuple[Stmt, ...] = (
+            Let(m, Load(x, _at(x, outer, pos, IConst(0)))),
+            For(j, n, (Let(m, Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))),)),
+            Let(s, ZERO),
+            For(
+                j,
+                n,
+                (
+                    Let(
+                        s, Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m))))
+                    ),
+                ),
+            ),
+        )
+        if log:
+            value: Expr = Bin(BinOp.SUB, Bin(BinOp.SUB, Load(x, at), Var(m)), Fn(Libm.LOG, Var(s)))
+        else:
+            value = Bin(BinOp.DIV, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m))), Var(s))
+        body += (For(j, n, (Store(out, at, value),)),)
+        return nest(sizes, outer, body)
+    # The maximum starts at the first allowed position; refused positions give 0.
+    seen = names.scalar()
+    body = (
+        Let(seen, ZERO),
+        Let(m, ZERO),
+        For(
+            j,
+            n,
+            (
+                If(
+                    allowed,
+                    (
+                        Let(
+                            m,
+                            Select(
+                                Cmp(CmpOp.EQ, Var(seen), ZERO),
+                                Load(x, at),
+                                Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m)),
+                            ),
+                        ),
+                        Let(seen, ONE),
+                    ),
+                ),
+            ),
+        ),
+        Let(s, ZERO),
+        For(
+            j,
+            n,
+            (
+                If(
+                    allowed,
+                    (
+                        Let(
+                            s,
+                            Bin(
+                                BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m)))
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        For(
+            j,
+            n,
+            (
+                If(
+                    allowed,
+                    (
+                        Let(e, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m)))),
+                        Store(out, at, Bin(BinOp.DIV, Var(e), Var(s))),
+                    ),
+                    (Store(out, at, ZERO),),
+                ),
+            ),
+        ),
+    )
+    return nest(sizes, outer, body)
+
+
+def softmax_vjp(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    ct, y = step.operands
+    assert isinstance(ct, Buffer) and isinstance(y, Buffer)
+    out = launch.output
+    outer, sizes, j, pos, n = _rows(y, str(step.attrs["axis"]), names)
+    s = names.scalar()
+    at = _at(y, outer, pos, IVar(j))
+    if step.name == PrimName.SOFTMAX_VJP:
+        body: tuple[Stmt, ...] = (
+            Let(s, ZERO),
+            For(j, n, (Let(s, Bin(BinOp.ADD, Var(s), Bin(BinOp.MUL, Load(ct, at), Load(y, at)))),)),
+            For(
+                j,
+                n,
+                (
+                    Store(
+                        out, at, Bin(BinOp.MUL, Load(y, at), Bin(BinOp.SUB, Load(ct, at), Var(s)))
+                    ),
+                ),
+            ),
+        )
+    else:
+        body = (
+            Let(s, ZERO),
+            For(j, n, (Let(s, Bin(BinOp.ADD, Var(s), Load(ct, at))),)),
+            For(
+                j,
+                n,
+                (
+                    Store(
+                        out,
+                        at,
+                        Bin(
+                            BinOp.SUB,
+                            Load(ct, at),
+                            Bin(BinOp.MUL, Fn(Libm.EXP, Load(y, at)), Var(s)),
+                        ),
+                    ),
+                ),
+            ),
+        )
+    return nest(sizes, outer, body)
+
+
+def _row_stats(
+    logits: Buffer, outer: list[str], pos: int, j: str, n: int, m: str, s: str
+) -> tuple[Stmt, ...]:
+    """m = the row's maximum, s = Σ exp(x − m), in increasing order."""
+    at = _at(logits, outer, pos, IVar(j))
+    return (
+        Let(m, Load(logits, _at(logits, outer, pos, IConst(0)))),
+        For(
+            j,
+            n,
+            (Let(m, Select(Cmp(CmpOp.GT, Load(logits, at), Var(m)), Load(logits, at), Var(m))),),
+        ),
+        Let(s, ZERO),
+        For(
+            j,
+            n,
+            (
+                Let(
+                    s,
+                    Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(logits, at), Var(m)))),
+                ),
+            ),
+        ),
+    )
+
+
+def cross_entropy(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    logits, targets = step.operands
+    assert isinstance(logits, Buffer) and isinstance(targets, Buffer)
+    outer, sizes, j, pos, n = _rows(logits, None, names)
+    m, s, tid = names.scalar(), names.scalar(), names.scalar()
+    row = tuple(IVar(v) for v in outer)
+    xt = Load(logits, _at(logits, outer, pos, IVar(tid)))
+    loss = Bin(BinOp.SUB, Fn(Libm.LOG, Var(s)), Bin(BinOp.SUB, xt, Var(m)))
+    body = (
+        *_row_stats(logits, outer, pos, j, n, m, s),
+        Let(tid, Load(targets, row), integer=True),
+        Store(launch.output, row, loss),
+    )
+    return nest(sizes, outer, body)
+
+
+def cross_entropy_vjp(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    """ct · (softmax(logits) − one_hot(targets)), row by row."""
+    ct, logits, targets = step.operands
+    assert isinstance(ct, Buffer) and isinstance(logits, Buffer) and isinstance(targets, Buffer)
+    outer, sizes, j, pos, n = _rows(logits, None, names)
+    m, s = names.scalar(), names.scalar()
+    at = _at(logits, outer, pos, IVar(j))
+    row = tuple(IVar(v) for v in outer)
+    q = Bin(BinOp.DIV, Fn(Libm.EXP, Bin(BinOp.SUB, Load(logits, at), Var(m))), Var(s))
+    value = Bin(
+        BinOp.MUL,
+        Load(ct, row),
+        Select(Cmp(CmpOp.EQ, IVar(j), Load(targets, row)), Bin(BinOp.SUB, q, ONE), q),
+    )
+    body = (
+        *_row_stats(logits, outer, pos, j, n, m, s),
+        For(j, n, (Store(launch.output, at, value),)),
+    )
+    return nest(sizes, outer, body)
+
+
+def argmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    (x,) = step.operands
+    assert isinstance(x, Buffer)
+    axis = step.attrs.get("axis")
+    outer, sizes, j, pos, n = _rows(x, None if axis is None else str(axis), names)
+    best, m = names.scalar(), names.scalar()
+    at = _at(x, outer, pos, IVar(j))
+    # `>=` keeps the last of equal maxima, as the reference does.
+    body = (
+        Let(best, IConst(0), integer=True),
+        Let(m, Load(x, _at(x, outer, pos, IConst(0)))),
+        For(
+            j,
+            n,
+            (
+                If(
+                    Cmp(CmpOp.GE, Load(x, at), Var(m)),
+                    (Let(best, IVar(j), integer=True), Let(m, Load(x, at))),
+                ),
+            ),
+        ),
+        Store(launch.output, tuple(IVar(v) for v in outer), IVar(best)),
+    )
+    return nest(sizes, outer, body)
+
+
+def sample(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
+    key, logits = step.operands
+    assert isinstance(key, Buffer) and isinstance(logits, Buffer)
+    outer, sizes, j, pos, n = _rows(logits, None, names)
+    m, s, u, acc, choice, done = (names.scalar() for _ in range(6))
+    at = _at(logits, outer, pos, IVar(j))
+    p = Bin(BinOp.DIV, Fn(Libm.EXP, Bin(BinOp.SUB, Load(logits, at), Var(m))), Var(s))
+    row = flat(outer, sizes) if outer else IConst(0)
+    body = (
+        Let(m, Load(logits, _at(logits, outer, pos, IConst(0)))),
+        For(
+            j,
+            n,
+            (Let(m, Select(Cmp(CmpOp.GT, Load(logits, at), Var(m)), Load(logits, at), Var(m))),),
+        ),
+        Let(s, ZERO),
+        For(
+            j,
+            n,
+            (
+                Let(
+                    s,
+                    Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(logits, at), Var(m)))),
+                ),
+            ),
+        ),
+        Random(u, key, row),
+        Let(acc, ZERO),
+        Let(choice, IConst(n - 1), integer=True),
+        Let(done, ZERO),
+        For(
+            j,
+            n,
+            (
+                Let(acc, Bin(BinOp.ADD, Var(acc), p)),
+                If(
+                    Cmp(CmpOp.EQ, Var(done), ZERO),
+                    (
+                        If(
+                            Cmp(CmpOp.LT, Var(u), Var(acc)),
+                            (Let(choice, IVar(j), integer=True), Let(done, ONE)),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Store(launch.output, tuple(IVar(v) for v in outer), IVar(choice)),
+    )
+    return nest(sizes, outer, body)
