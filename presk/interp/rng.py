@@ -299,3 +299,76 @@ def _check_bits(bits: int) -> None:
     # 53 bits hold every u1, u2 exactly; fewer would change the draws' meaning.
     if bits < 53 or bits > gmpy2.get_max_precision():
         raise ValueError(f"bits must be in [53, {gmpy2.get_max_precision()}], got {bits}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Array draws: the same values as numpy arrays
+
+
+def u64_array(key: Key, n: int) -> npt.NDArray[np.uint64]:
+    """The first n uint64 draws of `key`, as one array."""
+    _check_count(n)
+    out = np.empty(n, dtype=np.uint64)
+    done = 0
+    for chunk in _u64_chunks(key, n):
+        out[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return out
+
+
+def uniforms_array(key: Key, n: int) -> npt.NDArray[np.float64]:
+    """`uniforms(key, n)` as a float64 array."""
+    return (u64_array(key, n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def randints_array(key: Key, n: int, bound: int) -> npt.NDArray[np.uint64]:
+    """`randints(key, n, bound)` as a uint64 array: the high word of u64 * bound, vectorised."""
+    _check_bound(bound)
+    return _mulhi(u64_array(key, n), bound)
+
+
+def _mulhi(x: npt.NDArray[np.uint64], bound: int) -> npt.NDArray[np.uint64]:
+    """floor(x * bound / 2**64) elementwise, by 32-bit halves (no 128-bit integers in numpy)."""
+    m32, s32 = np.uint64(MASK32), np.uint64(32)
+    xl, xh = x & m32, x >> s32
+    bl, bh = np.uint64(bound & MASK32), np.uint64(bound >> 32)
+    ll, lh, hl, hh = xl * bl, xl * bh, xh * bl, xh * bh
+    # Every partial product is below 2**64 and `mid` below 3 * 2**32: nothing wraps.
+    mid = (ll >> s32) + (lh & m32) + (hl & m32)
+    high: npt.NDArray[np.uint64] = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+    return high
+
+
+def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
+    """`normals(key, n)` as a float64 array."""
+    return np.array(normals(key, n), dtype=np.float64)
+
+
+def uniform_in_array(key: Key, n: int, low: Real, high: Real) -> npt.NDArray[np.float64]:
+    """`uniform_in(key, n, low, high)` as a float64 array."""
+    return np.array(uniform_in(key, n, low, high), dtype=np.float64)
+
+
+def xavier_uniform_array(key: Key, n: int, fan_in: int, fan_out: int) -> npt.NDArray[np.float64]:
+    """`xavier_uniform(key, n, fan_in, fan_out)` as a float64 array."""
+    return np.array(xavier_uniform(key, n, fan_in, fan_out), dtype=np.float64)
+
+
+def scaled_normals(key: Key, n: int, std: Real, bits: int = 256) -> list[float]:
+    """n doubles RN(z * std) in MPFR, z = normals(key, n): the `normal(std=…)` initializer."""
+    zs = normals(key, n, bits)
+    with gmpy2.context(precision=bits):
+        s = _mpfr(std)
+        return [float(gmpy2.mpfr(z) * s) + 0.0 for z in zs]
+
+
+def scaled_normals_array(key: Key, n: int, std: Real) -> npt.NDArray[np.float64]:
+    """`scaled_normals(key, n, std)` as a float64 array."""
+    return np.array(scaled_normals(key, n, std), dtype=np.float64)
+
+
+def _mpfr(x: Real) -> Mpfr:
+    """`x` in the current MPFR context (a Fraction through an exact rational)."""
+    if isinstance(x, Fraction):
+        return gmpy2.mpfr(gmpy2.mpq(x.numerator, x.denominator))
+    return gmpy2.mpfr(x)
