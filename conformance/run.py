@@ -597,7 +597,7 @@ def reached(case: Case) -> set[str]:
     from presk.core import ir
 
     checked, module = _front(case.file, case.consts)
-    from presk.interp.run import find_entry
+    from presk.entries import find_entry
 
     functions = {f.name: f for f in module.functions}
     seen: set[str] = set()
