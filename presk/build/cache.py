@@ -51,7 +51,9 @@ MARKER = b"presk-build-key:"
 # in-place rewrite a new size or modification time.
 FileId = tuple[int, int, int, int]
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+# O_NONBLOCK: a FIFO where a file should be must not block the open.
+OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+_OPEN_FLAGS = OPEN_FLAGS | os.O_NOFOLLOW
 
 
 def cache_dir() -> Path:
@@ -301,12 +303,15 @@ def discard(entry: Path) -> None:
 
 def _open_lock(lock_path: Path) -> int | None:
     """An fd on the regular file `lock_path`, or None after removing something else there."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    except OSError as error:
-        if error.errno not in (errno.ELOOP, errno.EISDIR):
+        fd = os.open(lock_path, flags, 0o644)
+    except OSError:
+        # A symbolic link, a directory, a socket where the lock should be: remove it. If a
+        # regular file is there (or nothing), the error is the cache's: let it rise.
+        if stat.S_ISREG(os.lstat(lock_path).st_mode):
             raise
-        remove(lock_path)  # a symbolic link or a directory where the lock should be
+        remove(lock_path)
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -320,7 +325,10 @@ def locked(root_dir: Path, entry: Path) -> Iterator[None]:
     """Create `entry` and hold an exclusive flock on `entry/.lock` for the duration."""
     lock_path = entry / LOCK_NAME
     for _ in range(1000):
-        root_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            root_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # a file, or a dangling link, where the root should be
+            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(root_dir)) from None
         try:
             own_dir(entry.parent)
             own_dir(entry)

@@ -107,7 +107,7 @@ def load(so_path: Path, cdef: str, *, symbols: Sequence[str] | None = None) -> L
 
 def _open(path: Path, cdef: str, symbols: Sequence[str] | None) -> Library:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, cache.OPEN_FLAGS)
     except OSError as error:
         raise _Refused(cache.reason(error), None) from None
     try:

@@ -128,6 +128,11 @@ def _missing(so: Path, other: Path) -> None:
     so.unlink()
 
 
+def _fifo(so: Path, other: Path) -> None:
+    so.unlink()
+    os.mkfifo(so)  # opening one to read would block
+
+
 DAMAGES: dict[str, Callable[[Path, Path], None]] = {
     "truncated": _truncate,
     "empty": _empty,
@@ -138,6 +143,7 @@ DAMAGES: dict[str, Callable[[Path, Path], None]] = {
     "dangling-symlink": _dangling_symlink,
     "symlink-to-another": _symlink_elsewhere,
     "missing": _missing,
+    "fifo": _fifo,
 }
 
 
@@ -157,7 +163,9 @@ def test_bad_object_is_rebuilt(cc: CountingCC, damage: str) -> None:
     assert bc.build(ADD_C) == so and cc.compiles() == 3  # and it is a hit again
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "swapped", "directory", "missing"])
+@pytest.mark.parametrize(
+    "damage", ["truncated", "garbage", "swapped", "directory", "missing", "fifo"]
+)
 def test_load_alone_heals_an_object_damaged_after_build(cc: CountingCC, damage: str) -> None:
     # build() returned a good path; the damage happens before load() opens it.
     other = bc.build(SUB_C)
@@ -249,6 +257,12 @@ def _lock_directory(entry: Path, outside: Path) -> None:
     (entry / "unit.c").unlink()  # so that the build takes the lock
 
 
+def _lock_fifo(entry: Path, outside: Path) -> None:
+    (entry / ".lock").unlink()
+    os.mkfifo(entry / ".lock")
+    (entry / "unit.c").unlink()
+
+
 def _lock_symlink(entry: Path, outside: Path) -> None:
     (entry / ".lock").unlink()
     (entry / ".lock").symlink_to(outside)
@@ -283,6 +297,7 @@ ENTRY_DAMAGES: dict[str, Callable[[Path, Path], None]] = {
     "source-directory": _source_directory,
     "source-symlink": _source_symlink,
     "lock-directory": _lock_directory,
+    "lock-fifo": _lock_fifo,
     "lock-symlink": _lock_symlink,
     "entry-is-a-file": _entry_is_a_file,
     "entry-is-a-symlink": _entry_is_a_symlink,
