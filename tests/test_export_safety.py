@@ -22,7 +22,7 @@ from conftest import REPO_ROOT, run_presk
 
 from presk.export.c import ExportError, ExportPlan
 from presk.export.escape import make_comment, make_word, sh_comment, sh_word
-from presk.export.write import MARKER, recover, write_plan
+from presk.export.write import MARKER, check_target, recover, write_plan
 
 ATTEND = ("tutorial/03_attention.psk", "--target", "c", "--entry", "attend",
           "--dim", "B=1", "--dim", "T=3")
@@ -68,6 +68,7 @@ def test_an_export_is_marked_and_replaced_whole(tmp_path: Path) -> None:
 def test_an_empty_directory_is_filled(tmp_path: Path) -> None:
     target = tmp_path / "empty"
     target.mkdir()
+    check_target(str(target))
     write_plan(_plan("x"), str(target))
     assert _whole(target) == "x"
 
@@ -84,6 +85,8 @@ def test_the_working_directory_its_ancestors_and_nothing_are_refused(
     with pytest.raises(ExportError) as error:
         write_plan(_plan("x"), name)
     assert "\n" not in str(error.value)
+    with pytest.raises(ExportError):
+        check_target(name)
     assert (work / "keep.txt").read_text() == "mine"
     assert (tmp_path / "a" / "keep.txt").read_text() == "mine too"
     assert sorted(p.name for p in work.iterdir()) == ["keep.txt"]
@@ -98,15 +101,21 @@ def test_an_ancestor_named_absolutely_is_refused(tmp_path: Path,
         write_plan(_plan("x"), str(tmp_path))
 
 
-@pytest.mark.parametrize("option", [".", "", ".."])
-def test_the_command_refuses_dot_empty_and_dotdot_in_one_line(tmp_path: Path,
-                                                             option: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (".", ".: is the working directory; name a directory of its own"),
+        ("", '-o "": name a directory'),
+        ("..", "..: is an ancestor of the working directory; name a directory of its own"),
+    ],
+)
+def test_the_command_refuses_dot_empty_and_dotdot_in_one_line(tmp_path: Path, option: str,
+                                                             message: str) -> None:
     work = tmp_path / "w"
     shutil.copytree(REPO_ROOT / "tutorial", work / "tutorial")
     before = _tree(work)
     code, out, err = run_presk("export", *ATTEND, "-o", option, cwd=work)
-    assert code == 1 and out == ""
-    assert err.startswith("presk export: ") and err.count("\n") == 1, err
+    assert (code, out, err) == (1, "", f"presk export: {message}\n")
     assert _tree(work) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w"]
 
@@ -143,6 +152,8 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path, make: str, needle: str)
     with pytest.raises(ExportError, match=needle) as error:
         write_plan(_plan("x"), str(target))
     assert "\n" not in str(error.value)
+    with pytest.raises(ExportError, match=needle):
+        check_target(str(target))  # the same refusal, before any work
     assert (tmp_path / "file").read_text() == "data"
     assert (tmp_path / "real" / "x").read_text() == "data"
     assert not (tmp_path / "nope").exists()

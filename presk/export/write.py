@@ -41,6 +41,14 @@ _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
+def check_target(directory: str) -> None:
+    """Refuse a `-o` that write_plan would refuse, before any work (one-line ExportError)."""
+    try:
+        _target(directory, recovering=False)
+    except OSError as error:
+        raise ExportError(f"{directory}: {error.strerror or error}") from None
+
+
 def write_plan(plan: ExportPlan, directory: str, entry: str = "") -> None:
     """Write the plan's files to `directory`, under the rules of this module's docstring."""
     try:
@@ -49,9 +57,13 @@ def write_plan(plan: ExportPlan, directory: str, entry: str = "") -> None:
         raise ExportError(f"{directory}: {error.strerror or error}") from None
 
 
-def _write(plan: ExportPlan, directory: str, entry: str) -> None:
+def _target(directory: str, *, recovering: bool) -> tuple[Path, bool]:
+    """The target's absolute path, and whether it holds an earlier export to replace."""
     target = _checked_target(directory)
-    recover(target)
+    if recovering:
+        recover(target)
+    elif not target.exists() and is_export(_aside(target)):
+        return target, False  # a killed replacement's old export, which write_plan puts back
     if target.is_symlink():
         raise ExportError(f"{directory}: is a symbolic link; name the directory itself")
     replacing = False
@@ -64,6 +76,11 @@ def _write(plan: ExportPlan, directory: str, entry: str) -> None:
                 f"{directory}: exists and is not a presk export (no {MARKER}); "
                 "refusing to replace it: name a new or empty directory"
             )
+    return target, replacing
+
+
+def _write(plan: ExportPlan, directory: str, entry: str) -> None:
+    target, replacing = _target(directory, recovering=True)
     _remove_stale(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.presk-new-", dir=target.parent))
     try:
@@ -189,4 +206,4 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code))
 
 
-__all__ = ["MARKER", "install", "is_export", "recover", "write_plan"]
+__all__ = ["MARKER", "check_target", "install", "is_export", "recover", "write_plan"]
