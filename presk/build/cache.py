@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from presk.build.errors import BuildError, CacheError
+from presk.diagnostics import printable
 
 SOURCE_NAME = "unit.c"
 OBJECT_NAME = "unit.so"
@@ -74,11 +75,12 @@ _fallback_lock = threading.Lock()
 
 
 def _configured() -> tuple[str, Path | None]:
+    """The configured root as messages print it (one line), and as a path if there is one."""
     try:
         path = cache_dir()
     except RuntimeError:  # Path.home() without $HOME or a password entry
         return "~/.cache/presk", None
-    return str(path), path
+    return printable(str(path)), path
 
 
 def root() -> Path:
@@ -99,7 +101,8 @@ def fall_back(error: OSError) -> Path:
     with _fallback_lock:
         if name in _fallbacks:
             raise CacheError(
-                f"cannot use the temporary build cache {_fallbacks[name]}: {reason(error)}"
+                "cannot use the temporary build cache "
+                + printable(f"{_fallbacks[name]}: {reason(error)}")
             )
         try:
             temp = Path(tempfile.mkdtemp(prefix="presk-cache-"))
@@ -122,7 +125,7 @@ def reason(error: OSError) -> str:
     text = error.strerror or str(error) or type(error).__name__
     if error.filename is not None:
         text += f": {os.fsdecode(error.filename)}"
-    return " ".join(text.split())
+    return printable(text)
 
 
 def file_id(info: os.stat_result) -> FileId:

@@ -48,6 +48,7 @@ import presk
 from presk.build import cache
 from presk.build.cache import LOCK_NAME, OBJECT_NAME, SOURCE_NAME, cache_dir
 from presk.build.errors import BuildError, CacheError
+from presk.diagnostics import printable
 
 __all__ = [
     "FLAGS",
@@ -320,7 +321,8 @@ def _build(recipe: _Recipe, refused: cache.FileId | None) -> Path:
             so_path = _build_in(root, key, recipe.c_text, argv, build_flags, refused)
         except OSError as again:
             raise CacheError(
-                f"cannot use the temporary build cache {root}: {cache.reason(again)}"
+                "cannot use the temporary build cache "
+                + printable(f"{root}: {cache.reason(again)}")
             ) from None
     with _recipes_lock:
         _recipes[os.path.realpath(so_path)] = recipe

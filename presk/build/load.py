@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from presk.build import cache, compile
 from presk.build.errors import LoadError
+from presk.diagnostics import printable
 
 __all__ = ["DTYPES", "Library", "LoadError", "load", "pointer"]
 
@@ -98,11 +99,12 @@ def load(so_path: Path, cdef: str, *, symbols: Sequence[str] | None = None) -> L
             refused = first
         rebuilt = compile.rebuild(path, refused.file)
         if rebuilt is None:
-            raise LoadError(f"cannot load {path}: {refused.reason}")
+            raise LoadError(printable(f"cannot load {path}: {refused.reason}"))
         try:
             return _open(Path(os.path.realpath(rebuilt)), cdef, symbols)
         except _Refused as again:
-            raise LoadError(f"cannot load {rebuilt}: {again.reason} (after a rebuild)") from None
+            message = f"cannot load {rebuilt}: {again.reason} (after a rebuild)"
+            raise LoadError(printable(message)) from None
 
 
 def _open(path: Path, cdef: str, symbols: Sequence[str] | None) -> Library:

@@ -367,6 +367,10 @@ def test_cache_that_is_a_file_falls_back(
         assert bc.build(ADD_C) == so  # the temporary cache serves the rest of the process
         assert capsys.readouterr().err == ""  # warned once
     assert blocker.read_text() == "mine"
+    monkeypatch.setattr(bcache, "_fallbacks", {})
+    monkeypatch.setenv("PRESK_CACHE", str(blocker / "two\nlines"))
+    assert _add(bc.build(ADD_C)) == 3.75
+    _one_warning(capsys.readouterr().err, blocker / "two\\nlines")  # escaped: one line
 
 
 def _read_only(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
