@@ -26,6 +26,7 @@ from presk.elab.ty import Elem, Type
 from presk.elab.ty import Tensor as TensorT
 from presk.interp import adjoints, prims, rng
 from presk.interp.tensor import Axis, Kind, PrimError, Tensor
+from presk.syntax.deep import call_deep
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,21 @@ class Interpreter:
         self.init_hook: Any = None  # set by the runner: builds θ for `M.init`
 
     def call(self, name: str, dims: dict[str, int], args: list[Value]) -> Value:
-        """Evaluate function `name` with dimension values `dims` on `args`."""
+        """Evaluate function `name` with dimension values `dims` on `args`.
+
+        Calls nest the interpreter once per call (a chain of imports is a chain of calls),
+        so evaluation runs under `call_deep`, in the caller's gmpy2 context: contexts
+        belong to a thread, and the worker's would be the default 53 bits.
+        """
+        context = gmpy2.get_context().copy()
+
+        def evaluate() -> Value:
+            with context:
+                return self._call(name, dims, args)
+
+        return call_deep(evaluate)
+
+    def _call(self, name: str, dims: dict[str, int], args: list[Value]) -> Value:
         fn = self.functions[name]
         env: dict[int, Value] = {}
         for param, arg in zip(fn.params, args, strict=True):
@@ -122,14 +137,14 @@ class Interpreter:
                 inner = {d: _int(size, dims) for d, size in call_dims}
                 if callee.endswith(".init") and callee not in self.functions:
                     raise RunError(f"no initializer `{callee}`")
-                return self.call(callee, inner, values)
+                return self._call(callee, inner, values)
             case ir.Fold(callee, call_dims, stacked, count, init, _):
                 tree = self.operand(stacked, env)
                 assert isinstance(tree, Tree)
                 inner = {d: _int(size, dims) for d, size in call_dims}
                 value = self.operand(init, env)
                 for layer in range(_int(count, dims)):
-                    value = self.call(callee, inner, [tree.layer(layer), value])
+                    value = self._call(callee, inner, [tree.layer(layer), value])
                 return value
             case ir.FoldVjp(vjp, call_dims, forward, stacked, count, init, ct):
                 tree = self.operand(stacked, env)
@@ -138,11 +153,11 @@ class Interpreter:
                 layers = _int(count, dims)
                 inputs = [self.operand(init, env)]
                 for layer in range(layers - 1):
-                    inputs.append(self.call(forward, inner, [tree.layer(layer), inputs[-1]]))
+                    inputs.append(self._call(forward, inner, [tree.layer(layer), inputs[-1]]))
                 grads: list[Value] = [tree] * layers
                 cotangent = self.operand(ct, env)
                 for layer in reversed(range(layers)):
-                    out = self.call(vjp, inner, [tree.layer(layer), inputs[layer], cotangent])
+                    out = self._call(vjp, inner, [tree.layer(layer), inputs[layer], cotangent])
                     assert isinstance(out, tuple)
                     grads[layer], cotangent = out
                 return (adjoints.stack_layers(grads, tree), cotangent)
