@@ -101,7 +101,8 @@ def test_a_huge_integer_power_runs_and_prints(tmp_path: Path) -> None:
     path = write(tmp_path, FN + "x^100000000\n")
     code, out, err, seconds = timed("run", path, "--entry", "f")
     assert code == 0, err
-    assert "e-" in out or "e+" in out or "0" in out
+    # Seed 0 draws |x| > 1 for some element: its power is far past binary64's range.
+    assert "e+" in out
     assert seconds < 5
 
 
@@ -134,7 +135,7 @@ def test_a_flat_sum_of_1000_terms_checks_and_runs(tmp_path: Path) -> None:
     assert (code, err) == (0, "")
     code, out, err = run_presk("run", path, "--entry", "f")
     assert code == 0, err
-    assert out.strip().startswith("ℝ[3]") or "[3]" in out
+    assert "ℝ[3]" in out
 
 
 def test_1000_nested_parentheses_check_and_run(tmp_path: Path) -> None:
@@ -143,6 +144,7 @@ def test_1000_nested_parentheses_check_and_run(tmp_path: Path) -> None:
     assert (code, err) == (0, "")
     code, out, err = run_presk("run", path, "--entry", "f")
     assert code == 0, err
+    assert "ℝ[3]" in out
 
 
 def test_a_chain_of_500_imports_checks_and_runs(tmp_path: Path) -> None:
@@ -158,6 +160,7 @@ def test_a_chain_of_500_imports_checks_and_runs(tmp_path: Path) -> None:
     assert (code, err) == (0, "")
     code, out, err = run_presk("run", main, "--entry", "f")
     assert code == 0, err
+    assert "ℝ[3]" in out
 
 
 def test_nesting_past_the_limit_is_e0015(tmp_path: Path) -> None:
