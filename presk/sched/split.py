@@ -13,6 +13,8 @@ function), so its stores are not the kernel's writes.
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from presk.kernel import ir
 from presk.kernel.text import vector_lanes
 
@@ -44,6 +46,10 @@ def _stores(
                 out.extend(_stores(other, scratch))
             case ir.Scratch(buffer, inner):
                 out.extend(_stores(inner, scratch | {buffer.index}))
+            case ir.Let() | ir.Random() | ir.VLet():
+                pass  # scalars and vectors of one iteration
+            case _:
+                assert_never(s)
     return out
 
 
