@@ -294,3 +294,68 @@ def test_unexpected_exception_is_one_line(monkeypatch: pytest.MonkeyPatch) -> No
     assert "internal error" in err and "RuntimeError: boom" in err
     with pytest.raises(RuntimeError, match="boom"):
         run_presk("check", "tutorial/01_linear.psk", debug=True)
+
+
+# --- the command layer ---------------------------------------------------------------------
+
+
+def test_help_command() -> None:
+    code, out, _ = run_presk("help")
+    assert code == 0 and out.startswith("usage: presk") and "Built today" in out
+    code, out, _ = run_presk("help", "export")
+    assert code == 0 and out.startswith("usage: presk export")
+    code, out, err = run_presk("help", "nonesuch")
+    assert code == 2 and out == "" and one_line(err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("calibrate", "--step"),
+        ("check", "tutorial/01_linear.psk", "--precision", "env.json"),
+        ("run", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--opt"),
+        ("dump", "tutorial/01_linear.psk", "--stage", "core", "--plan", "@p.json"),
+        ("bench", "tutorial/01_linear.psk", "--calibrate", "p.json"),
+        ("export", "tutorial/01_linear.psk", "--train"),
+        ("export", "tutorial/01_linear.psk", "--target", "pytorch"),
+    ],
+)
+def test_flags_not_built_say_so(argv: tuple[str, ...]) -> None:
+    code, out, err = run_presk(*argv)
+    assert (code, out) == (2, "")
+    assert one_line(err) and err.startswith(f"presk {argv[0]}: not built yet"), err
+
+
+def test_an_unknown_dim_is_a_usage_error() -> None:
+    code, out, err = run_presk(
+        "run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=3",
+        "--dim", "Q=2",
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert one_line(err) and "--dim Q" in err and "B, T" in err
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "99999", "1.5"])
+def test_presk_threads_is_validated_as_threads_is(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRESK_THREADS", value)
+    code, out, err = run_presk(
+        "run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=3",
+        "--backend", "native",
+    )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert one_line(err) and f"PRESK_THREADS={value}" in err
+
+
+def test_bench_reference_runs() -> None:
+    """`make bench-reference` times `presk run` through the command layer."""
+    import importlib.util
+
+    path = REPO_ROOT / "benchmarks" / "reference.py"
+    spec = importlib.util.spec_from_file_location("bench_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (seconds,) = module._time_run(64, 1)
+    assert seconds > 0

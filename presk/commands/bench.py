@@ -30,6 +30,7 @@ from presk.commands.common import (
 from presk.entries import natural
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
+from presk.interp.synth import draw_inputs
 from presk.pipeline import compile_entry, core_module, front_end
 
 NAME = "bench"
@@ -72,11 +73,12 @@ def _bench(args: argparse.Namespace) -> int:
     checked, _ = front_end(args.file, const_overrides(args.const))
     chosen = choose_entry(checked, args.entry, args.dim)
     info, dims = chosen.entry.info, chosen.binding.dims
-    with gmpy2.context(precision=max(bits, 53)):
-        inputs = reference_inputs(info, dims, chosen.binding.prefix, 0)
+    drawn = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
     rows: list[tuple[str, list[float]]] = []
     if not args.native_only:
         interp = reference_interpreter(core_module(checked))
+        with gmpy2.context(precision=max(bits, 53)):
+            inputs = reference_inputs(info, dims, chosen.binding.prefix, 0)
 
         def reference() -> object:
             with gmpy2.context(precision=bits):
@@ -92,7 +94,7 @@ def _bench(args: argparse.Namespace) -> int:
             threads,
             banner=f"bench {chosen.entry.text}",
         )
-        bound = compiled.bind(inputs)
+        bound = compiled.bind(drawn)
         bound.invoke()  # the first call touches the arena's pages
         rows.append((f"native {dtype}", _time(bound.invoke, repeat)))
     base = statistics.median(rows[0][1])

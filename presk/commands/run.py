@@ -34,7 +34,8 @@ from presk.elab.ty import Tensor as TensorT
 from presk.entries import concrete_type, function_names, natural
 from presk.interp import rng
 from presk.interp.reference import NotBuilt, Tree, Value
-from presk.interp.run import reference_inputs, reference_interpreter
+from presk.interp.run import reference_interpreter
+from presk.interp.synth import draw_inputs, to_reference
 from presk.interp.tensor import Axis, Tensor, exact_decimal, format_value
 from presk.pipeline import NotDifferentiable, compile_entry, core_module, front_end
 
@@ -149,18 +150,29 @@ def _evaluate(
             raise RunError(str(error)) from None
         except BuildError as error:
             raise RunError(f"the C compiler failed: {error}") from None
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    types = [subst(ty, env) for _, ty, _ in info.params]
+    # Drawn once as arrays: the native call takes them as they are; the reference (and
+    # what --verbose and --json show) takes them as exact values at --bits.
+    drawn: list[Any] = draw_inputs(info.params, dims, prefix, seed)
+    given = _from_file(args.data, types[-1]) if args.data else None
+    if given is not None:
+        drawn[-1] = given  # already a reference value, which the native call also takes
+
+    def exact(i: int) -> Value:
+        if given is not None and i == len(drawn) - 1:
+            return given
+        return to_reference(drawn[i], types[i], dims, prefix)
+
     with gmpy2.context(precision=bits):
-        values = reference_inputs(info, dims, prefix, seed)
-        inputs = [(name, ty, v) for (name, ty, _), v in zip(info.params, values, strict=True)]
-        if args.data:
-            name, ty, _ = inputs[-1]
-            env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
-            inputs[-1] = (name, ty, _from_file(args.data, subst(ty, env)))
-        arguments = [v for _, _, v in inputs]
         if compiled is not None:
-            result = compiled.call_reference(arguments)
+            result = compiled.call_reference(drawn)
+            shown = args.verbose or args.json
+            values = [exact(i) for i in range(len(drawn))] if shown else []
         else:
-            result = reference_interpreter(module).call(info.name, dims, arguments)
+            values = [exact(i) for i in range(len(drawn))]
+            result = reference_interpreter(module).call(info.name, dims, values)
+    inputs = [(name, ty, v) for (name, ty, _), v in zip(info.params, values, strict=False)]
     shown_prefix = prefix or ()
     assert info.ret is not None
     if args.json:
