@@ -15,6 +15,7 @@ import numpy as np
 
 from presk.interp import prims
 from presk.interp.tensor import Kind, PrimError, Tensor, obj_array
+from presk.interp.tree import Tree
 
 
 def _acc(terms: list[Any]) -> Any:
@@ -225,8 +226,6 @@ def shape_vjp(ct: Tensor, a: Tensor, op: str) -> Tensor:
 
 
 def zeros_like(value: Any) -> Any:
-    from presk.interp.reference import Tree
-
     if isinstance(value, Tensor):
         return Tensor.zeros(value.axes)
     if isinstance(value, Tree):
@@ -237,15 +236,11 @@ def zeros_like(value: Any) -> Any:
 
 
 def set_field(tree: Any, value: Any, name: str) -> Any:
-    from presk.interp.reference import Tree
-
     assert isinstance(tree, Tree)
     return Tree(tuple((k, value if k == name else v) for k, v in tree.items))
 
 
 def tree_add(a: Any, b: Any) -> Any:
-    from presk.interp.reference import Tree
-
     if isinstance(a, Tensor):
         return prims.add(a, b)
     if isinstance(a, Tree):
@@ -257,8 +252,6 @@ def tree_add(a: Any, b: Any) -> Any:
 
 def stack_layers(layers: list[Any], like: Any) -> Any:
     """Stack per-layer trees back along each leaf's leading layer axis (that of `like`)."""
-    from presk.interp.reference import Tree
-
     if isinstance(like, Tensor):
         data = np.stack([layer.data for layer in layers]) if layers else like.data
         return Tensor(Kind.REAL, like.axes, data)

@@ -14,7 +14,6 @@ static type, so run-time names always agree with what the checker proved
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -26,47 +25,12 @@ from presk.elab.ty import Elem, Type
 from presk.elab.ty import Tensor as TensorT
 from presk.interp import adjoints, prims, rng
 from presk.interp.tensor import Axis, Kind, PrimError, Tensor
+
+# Parameter trees and the value union live in interp/tree.py, which adjoints.py shares;
+# they are re-exported here, where the rest of presk has always found them.
+from presk.interp.tree import Tree as Tree
+from presk.interp.tree import Value as Value
 from presk.syntax.deep import call_deep
-
-
-@dataclass(frozen=True)
-class Tree:
-    """A parameter tree: named leaves (tensors) and subtrees, in declaration order."""
-
-    items: tuple[tuple[str, Value], ...]
-
-    def __getitem__(self, name: str) -> Value:
-        for key, value in self.items:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def leaves(self, prefix: str = "") -> list[tuple[str, Tensor]]:
-        """Every leaf with its dotted path."""
-        out: list[tuple[str, Tensor]] = []
-        for key, value in self.items:
-            if isinstance(value, Tree):
-                out.extend(value.leaves(f"{prefix}{key}."))
-            elif isinstance(value, Tensor):
-                out.append((prefix + key, value))
-        return out
-
-    def layer(self, index: int) -> Tree:
-        """Layer `index` of a stacked tree: every leaf's first axis fixed."""
-        items: list[tuple[str, Value]] = []
-        for key, value in self.items:
-            if isinstance(value, Tree):
-                items.append((key, value.layer(index)))
-            elif isinstance(value, Tensor):
-                items.append(
-                    (key, Tensor(value.kind, value.axes[1:], value.data[index], value.bound))
-                )
-            else:
-                items.append((key, value))
-        return Tree(tuple(items))
-
-
-Value = Tensor | Tree | tuple[Any, ...] | Fraction | rng.Key
 
 
 class RunError(Exception):

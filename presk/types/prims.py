@@ -12,20 +12,57 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from presk.core import ir
+from presk.diagnostics import Label, Span
 from presk.elab.presburger import Lin, NonLinear
 from presk.elab.program import ConstError, lin_eval
-from presk.elab.ty import SCALAR, Axis, Elem, Hyper, KeyT, Tensor
+from presk.elab.ty import SCALAR, Axis, Elem, Hyper, KeyT, Tensor, Type
 from presk.syntax import ast
 from presk.types import regularity as regs
-from presk.types.regularity import Reg
+from presk.types.regularity import Deps, Reg
 from presk.types.shapes import ShapeError, broadcast
-from presk.types.values import Val
+from presk.types.values import Abort, Denot, FnCtx, Val
 
-if TYPE_CHECKING:
-    from presk.types.check import Checker, FnCtx
+
+class Checker(Protocol):
+    """What the rules need of the checker (presk/types/check.py), which imports this
+    module: a protocol rather than the class keeps the import graph free of cycles."""
+
+    def fail(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        label: str,
+        *,
+        secondary: tuple[Label, ...] = (),
+        help: str | None = None,
+        note: str | None = None,
+    ) -> Abort: ...
+
+    def shape_fail(self, error: ShapeError, span: Span) -> Abort: ...
+
+    def expr(self, ctx: FnCtx, node: ast.Expr) -> Denot: ...
+
+    def value(self, ctx: FnCtx, denot: Denot, span: Span) -> Val: ...
+
+    def to_real(self, ctx: FnCtx, val: Val, span: Span) -> Val: ...
+
+    def real_operand(self, ctx: FnCtx, node: ast.Expr) -> Val: ...
+
+    def emit_prim(
+        self,
+        ctx: FnCtx,
+        name: str,
+        ty: Type,
+        args: tuple[Val, ...],
+        span: Span,
+        attrs: tuple[tuple[str, ir.AttrValue], ...] = (),
+        reg: Reg = Reg.SMOOTH,
+        deps: Deps | None = None,
+    ) -> Val: ...
 
 
 @dataclass
@@ -38,7 +75,7 @@ class Args:
     dims: list[tuple[str, Lin, ast.DimArg]]
 
 
-Rule = Callable[["Checker", "FnCtx", str, ast.Call, Args], Val]
+Rule = Callable[[Checker, FnCtx, str, ast.Call, Args], Val]
 
 
 def apply(checker: Checker, ctx: FnCtx, name: str, node: ast.Call) -> Val:

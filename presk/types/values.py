@@ -6,21 +6,26 @@ are compile-time things that only calls and member accesses consume: modules
 (`ModVal`), their functions (`MethodVal`), top-level functions (`FnRef`),
 imported files (`ImportVal`), primitives (`PrimVal`) and lambdas not yet
 applied (`LambdaVal`).
+
+Beside them, the records of a checking run: a function's signature and report (`FnInfo`),
+the state of the body being checked (`FnCtx`), and the checker's result
+(`CheckedProgram`). They live here, below the checker's modules, so that the primitives'
+rules (presk/types/prims.py) and the checker share them without an import cycle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from fractions import Fraction
 
+from presk.core import ir
 from presk.core.ir import Operand
-from presk.elab.program import FileEnv, ModuleInfo
-from presk.elab.ty import Instance, Type
+from presk.diagnostics import Diagnostic, Span
+from presk.elab.program import FileEnv, ModuleInfo, Program
+from presk.elab.ty import Instance, ModuleT, Type
 from presk.syntax import ast
-from presk.types.regularity import Deps
-
-if TYPE_CHECKING:
-    from presk.types.check import FnCtx
+from presk.types.regularity import Blame, Deps, Reg
+from presk.types.shapes import DimContext
 
 
 @dataclass
@@ -86,3 +91,87 @@ class LambdaVal:
 
 
 Denot = Val | ModVal | MethodVal | FnRef | ImportVal | PrimVal | LambdaVal
+
+
+class Abort(Exception):
+    """Stops checking the current function after its first error (no cascades)."""
+
+
+@dataclass(eq=False)
+class FnInfo:
+    """A function: its signature, and once checked its report and its Core."""
+
+    name: str  # qualified: `Linear.apply`, `loss_grad.lambda0`, `Linear.init`
+    file: FileEnv
+    module: ModuleInfo | None
+    decl: ast.FnDecl | None
+    dims: list[str] = field(default_factory=list)
+    dim_ctx: DimContext = field(default_factory=DimContext)
+    params: list[tuple[str, Type, Fraction | None]] = field(default_factory=list)
+    module_args: dict[str, ModuleT] = field(default_factory=dict)
+    # Every declared parameter, module-typed ones included, for matching calls.
+    all_params: list[tuple[str, Type, Fraction | None]] = field(default_factory=list)
+    ret: Type | None = None
+    declared_effects: tuple[str, ...] = ()
+    state: str = "new"  # new, signed, checking, done, failed
+    regularity: dict[str, tuple[Reg, Blame | None]] = field(default_factory=dict)
+    effects: dict[str, Span] = field(default_factory=dict)
+    lets: list[tuple[str, Type]] = field(default_factory=list)
+    core: ir.Function | None = None
+    lambdas: list[FnInfo] = field(default_factory=list)
+    generated: bool = False
+    depends: set[str] = field(default_factory=set)  # parameters the result depends on
+
+    @property
+    def short(self) -> str:
+        return self.name.rsplit(".", 1)[-1] if self.module is not None else self.name
+
+
+@dataclass
+class FnCtx:
+    """The state of one function body being checked and lowered."""
+
+    info: FnInfo
+    locals: dict[str, Denot] = field(default_factory=dict)
+    instrs: list[ir.Instr] = field(default_factory=list)
+    next_index: int = 0
+    theta: Val | None = None
+    members: dict[str, Val] = field(default_factory=dict)
+    parent: FnCtx | None = None
+    lambda_count: list[int] = field(default_factory=lambda: [0])
+
+    def emit(self, name: str | None, ty: Type, op: ir.Op, span: Span | None, deps: Deps) -> Val:
+        index = self.next_index
+        self.next_index += 1
+        self.instrs.append(ir.Instr(index, name, ty, op, span))
+        return Val(ty, ir.Ref(index, name), deps)
+
+    def name_last(self, val: Val, name: str) -> Val | None:
+        """Give the instruction that produced `val` a source name, if it is the last one."""
+        if (
+            isinstance(val.operand, ir.Ref)
+            and self.instrs
+            and self.instrs[-1].index == val.operand.index
+            and self.instrs[-1].name is None
+        ):
+            last = self.instrs[-1]
+            self.instrs[-1] = ir.Instr(last.index, name, last.type, last.op, last.span)
+            return Val(val.ty, ir.Ref(last.index, name), val.deps)
+        return None
+
+
+@dataclass
+class CheckedProgram:
+    """The checker's result: every function's report, the Core module, the instances seen."""
+
+    program: Program
+    functions: list[FnInfo]
+    core: ir.Module
+    instances: list[Instance]
+    warnings: list[Diagnostic]
+
+    def find(self, name: str) -> FnInfo | None:
+        for info in self.functions:
+            if info.name == name:
+                return info
+        return None
