@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-reference conformance c-conformance libm-check venv
+.PHONY: demo test check loc clean golden-update bench bench-reference bench-synth conformance c-conformance libm-check venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ c-conformance: $(STAMP)
 
 libm-check: $(STAMP)
 	$(PY) libm/check_libm.py
+
+bench-synth: $(STAMP)
+	$(PY) benchmarks/synth.py
 
 bench-reference: $(STAMP)
 	$(PY) benchmarks/reference.py

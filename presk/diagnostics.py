@@ -128,6 +128,10 @@ class UsageError(Exception):
     """A bad flag or argument value: the command prints one line and exits 2."""
 
 
+class NotBuiltYet(Exception):
+    """A command, flag or option of the manual that presk does not have yet: exit 2."""
+
+
 class CommandError(Exception):
     """A failure outside the program, such as a file that cannot be read: one line, exit 1."""
 

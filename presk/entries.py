@@ -16,8 +16,8 @@ from presk.diagnostics import Sink, Source, UsageError
 from presk.elab.presburger import Lin
 from presk.elab.program import ConstError, FileEnv, const_eval
 from presk.elab.ty import Axis as TyAxis
-from presk.elab.ty import TupleT, Type, subst
 from presk.elab.ty import Tensor as TensorT
+from presk.elab.ty import TupleT, Type, subst
 from presk.interp.reference import RunError
 from presk.interp.tensor import Axis
 from presk.syntax.parser import parse_expression

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+from presk.diagnostics import UsageError
+
+MAX_THREADS = 1024
+
 
 def memory_bytes() -> int:
     """The physical memory, in bytes (what no single run may exceed)."""
@@ -16,3 +20,17 @@ def memory_bytes() -> int:
 def cores() -> int:
     """The machine's cores (the default number of native workers)."""
     return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """`PRESK_THREADS` (checked as `--threads` is), else the machine's cores."""
+    env = os.environ.get("PRESK_THREADS")
+    if env is None or not env.strip():
+        return min(cores(), MAX_THREADS)
+    try:
+        value = int(env.strip(), 10)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_THREADS:
+        raise UsageError(f"PRESK_THREADS={env}: expected a whole number in [1, {MAX_THREADS}]")
+    return value

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
 from presk.ad.reverse import NotDifferentiable, differentiate
@@ -25,7 +26,8 @@ from presk.build.load import Library, load
 from presk.cgen.program import Unit, print_unit
 from presk.core import ir
 from presk.diagnostics import CommandError, Sink, UsageError
-from presk.elab.program import LoadError, Program, UnknownConstant, load as load_program
+from presk.elab.program import LoadError, Program, UnknownConstant
+from presk.elab.program import load as load_program
 from presk.entries import Binding, Entry
 from presk.host.program import HostProgram, HTensor, HValue, record
 from presk.host.realization import Realization
@@ -144,7 +146,7 @@ class Compilation:
     layouts: tuple[HValue, ...] | None = None
     host: HostProgram | None = None
     unit: Unit | None = None
-    library_path: str | None = None
+    library_path: Path | None = None
     library: Library | None = None
 
 
@@ -217,7 +219,7 @@ def _print(state: Compilation) -> Compilation:
 def _build(state: Compilation) -> Compilation:
     assert state.unit is not None and state.host is not None
     path = build(state.unit.text, openmp=state.host.splits > 0)
-    return replace(state, library_path=str(path))
+    return replace(state, library_path=path)
 
 
 def _load_library(state: Compilation) -> Compilation:
@@ -226,7 +228,11 @@ def _load_library(state: Compilation) -> Compilation:
 
 
 BACK_END: tuple[Pass[Compilation], ...] = (
-    Pass("differentiate", "grad as vjp/fwd/bwd with residuals, then dead code removed", _differentiate),
+    Pass(
+        "differentiate",
+        "grad as vjp/fwd/bwd with residuals, then dead code removed",
+        _differentiate,
+    ),
     Pass("layout", "each argument's buffers at these dims, in the realization's types", _layout),
     Pass(
         "record",
@@ -283,9 +289,7 @@ def compile_entry(
     state = run_back_end(request)
     assert state.unit is not None and state.host is not None and state.library is not None
     assert state.layouts is not None
-    return CompiledEntry(
-        state.unit, state.host, state.library, realization, threads, state.layouts
-    )
+    return CompiledEntry(state.unit, state.host, state.library, realization, threads, state.layouts)
 
 
 def compile_path(

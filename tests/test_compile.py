@@ -94,7 +94,9 @@ def test_bf16_outputs_come_back_widened_to_float32() -> None:
 def test_bad_arguments_name_the_argument_and_the_axis() -> None:
     compiled, _, chosen, binding = _linear()
     theta, x = draw_inputs(chosen.info.params, binding.dims, binding.prefix, 0)
-    with pytest.raises(UsageError, match=r"argument 2: expected shape \[batch: 4, 3\].*axis `batch`"):
+    with pytest.raises(
+        UsageError, match=r"argument 2: expected shape \[batch: 4, 3\].*axis `batch`"
+    ):
         compiled(theta, np.zeros((5, 3)))
     with pytest.raises(UsageError, match=r"argument 1\.w: expected shape"):
         compiled({"w": np.zeros((2, 3)), "b": theta["b"]}, x)

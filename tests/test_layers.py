@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"backends"},
     {"pipeline"},
     {"export"},
+    {"api"},
     {"commands"},
     {"cli"},
 ]

@@ -200,7 +200,9 @@ def _flatten(layout: HValue, value: HostArg, where: str) -> list[npt.NDArray[Any
     raise TypeError(f"unexpected layout {layout!r}")
 
 
-def _rebuild(template: HValue, leaves: list[Any], record: Callable[[tuple[tuple[str, Any], ...]], Any]) -> Any:
+def _rebuild(
+    template: HValue, leaves: list[Any], record: Callable[[tuple[tuple[str, Any], ...]], Any]
+) -> Any:
     match template:
         case HTensor():
             return leaves.pop(0)
@@ -337,7 +339,9 @@ class CompiledEntry:
     def __call__(self, *args: HostArg) -> Any:
         """One call on host values; the result as arrays, dicts and tuples."""
         outs = self.raw(list(args))
-        leaves = [_widened(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)]
+        leaves = [
+            _widened(a, leaf) for a, (_, _, leaf) in zip(outs, self.unit.outputs, strict=True)
+        ]
         return _rebuild(self.host.entry.result, leaves, dict)
 
     def call_reference(self, values: list[Value]) -> Value:
@@ -345,4 +349,5 @@ class CompiledEntry:
         outs = self.raw(list(values))
         pairs = zip(outs, self.unit.outputs, strict=True)
         tensors = [_reference_tensor(a, leaf) for a, (_, _, leaf) in pairs]
-        return _rebuild(self.host.entry.result, tensors, Tree)
+        result: Value = _rebuild(self.host.entry.result, tensors, Tree)
+        return result

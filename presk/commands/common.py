@@ -10,25 +10,24 @@ go to stderr, results to stdout.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NoReturn
 
-from presk.diagnostics import CommandError, Diagnostic, UsageError, print_diagnostics
+from presk.diagnostics import (
+    CommandError,
+    Diagnostic,
+    NotBuiltYet,
+    UsageError,
+    print_diagnostics,
+)
 from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_bindings
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp.reference import RunError
-from presk.machine import cores
+from presk.machine import MAX_THREADS, default_threads
 from presk.types.check import CheckedProgram
-
-MAX_THREADS = 1024
-
-
-class NotBuiltYet(Exception):
-    """A command or flag of the manual that presk does not have yet: exit 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -43,7 +42,9 @@ class Parser(argparse.ArgumentParser):
 _LATER = "_presk_later"
 
 
-def later_flag(parser: argparse.ArgumentParser, flag: str, what: str, takes_value: bool = True) -> None:
+def later_flag(
+    parser: argparse.ArgumentParser, flag: str, what: str, takes_value: bool = True
+) -> None:
     """A flag the manual names that is not built yet: accepted, then refused with exit 2."""
     dest = f"later_{flag.lstrip('-').replace('-', '_')}"
     if takes_value:
@@ -132,13 +133,7 @@ def threads_of(flag: str | None, default: int | None = None) -> int:
         return natural("--threads", flag, 1, MAX_THREADS)
     if default is not None:
         return default
-    env = os.environ.get("PRESK_THREADS")
-    if env is not None and env.strip():
-        try:
-            return natural("PRESK_THREADS", env, 1, MAX_THREADS)
-        except UsageError as error:
-            raise UsageError(str(error).replace("PRESK_THREADS ", "PRESK_THREADS=", 1)) from None
-    return min(cores(), MAX_THREADS)
+    return default_threads()
 
 
 @dataclass(frozen=True)

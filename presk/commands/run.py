@@ -29,8 +29,8 @@ from presk.commands.common import (
 )
 from presk.diagnostics import UsageError, print_diagnostics, printable
 from presk.elab.presburger import Lin
-from presk.elab.ty import TupleT, Type, subst
 from presk.elab.ty import Tensor as TensorT
+from presk.elab.ty import TupleT, Type, subst
 from presk.entries import concrete_type, function_names, natural
 from presk.interp import rng
 from presk.interp.reference import NotBuilt, Tree, Value
@@ -104,12 +104,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.entry is None:
         raise UsageError("--entry is required; functions: " + ", ".join(function_names(checked)))
     chosen = choose_entry(checked, args.entry, args.dim)
-    info = chosen.entry.info
-    dims, prefix = chosen.binding.dims, chosen.binding.prefix
     try:
         module = core_module(checked, args.remat)
     except NotDifferentiable as error:
-        raise NotBuilt(str(error)) from None
+        sys.stderr.write(f"presk run: not built yet: {error}\n")
+        return 2
     try:
         return _evaluate(args, chosen, module, realization, threads, seed, bits, digits)
     except NotBuilt as error:
