@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import islice
@@ -47,6 +48,7 @@ __all__ = [
     "Or",
     "Result",
     "TrueF",
+    "Undecided",
     "conj",
     "decide",
     "disj",
@@ -114,6 +116,29 @@ _NEGATED: dict[str, CmpOp] = {"==": "!=", "!=": "==", "<=": ">", "<": ">=", ">="
 
 class NonLinear(Exception):
     """Raised when two non-constant linear forms are multiplied."""
+
+
+class Undecided(Exception):
+    """Raised by `decide` when the formula needs more than `STEP_LIMIT` steps.
+
+    The procedure is exact, but Cooper's candidates and the periods it searches grow with
+    the coefficients and moduli: `N % (10^20 + 39) == 5` has a period of 10^20. Past the
+    limit the question is refused (a diagnostic) rather than left running.
+    """
+
+
+# Candidates, period points and box points `decide` may try for one formula: ordinary
+# shape questions take a few hundred at most.
+STEP_LIMIT = 50_000
+_steps: ContextVar[int] = ContextVar("presburger_steps", default=0)
+
+
+def _step() -> None:
+    """Count one step of the current `decide`; Undecided past STEP_LIMIT."""
+    used = _steps.get() + 1
+    if used > STEP_LIMIT:
+        raise Undecided(f"more than {STEP_LIMIT} steps")
+    _steps.set(used)
 
 
 def _fmt_coeff(q: Fraction) -> str:
@@ -777,6 +802,7 @@ def _branch(
     """Try `d * x_i := u` for each candidate u (keeping `d | u`); the first satisfiable one
     gives the model, with x_i = u / d."""
     for u in cands:
+        _step()
         new: list[_Atom] = []
         ok = True
         for a in (*(_subst_atom(a, i, d, u) for a in atoms), _mk_dvd(d, u, False)):
@@ -824,6 +850,7 @@ def _solve_one(conj: Sequence[_Atom], i: int) -> _Model | None:
     else:
         first, last = 0, period - 1
     for x in range(first, last + 1):
+        _step()
         if all(((a.t[i] * x + a.t[-1]) % a.k == 0) != a.neg for a in dvds):
             return {i: x}
     return None
@@ -883,6 +910,7 @@ def _solve(atoms: Iterable[_Atom], n: int, box: Sequence[tuple[int, int] | None]
     others = [a for a in conj if not (isinstance(a, _Gt) and a.t[i])]
     sgn = 1 if minf else -1
     for j in range(scale, delta + 1, scale):
+        _step()
         at_j = (*([0] * n), sgn * j)
         model = _branch(others, i, scale, [at_j], n, box)
         if model is None:
@@ -974,6 +1002,7 @@ def _min_counterexample(
             return None
         finished = True
         for p in _points_with_sum(s, lo, hi):
+            _step()
             if budget == 0:
                 finished = False
                 break
@@ -1065,8 +1094,10 @@ def decide(
     appear in the counterexample (at their lower bound). `search_limit` is how many points
     are tried directly before the symbolic procedure takes over; 0 makes the procedure
     purely symbolic (the tests use it to exercise Cooper elimination on small boxes).
+    Raises Undecided when the answer needs more than STEP_LIMIT steps.
     """
     names = _check_vars(variables, free_vars(formula))
+    _steps.set(0)
     bnd = bounds if bounds is not None else Bounds()
     lo = [bnd.lo(v) for v in names]
     hi = [bnd.hi(v) for v in names]

@@ -273,7 +273,18 @@ class _Loader:
             self.error(error.code, error.message, error.span, error.label)
             return
         bounds = {name: int(env.dim_bounds[name]) for name in variables if name in env.dim_bounds}
-        result = pb.decide(formula, variables, pb.Bounds(upper=bounds))
+        try:
+            result = pb.decide(formula, variables, pb.Bounds(upper=bounds))
+        except pb.Undecided:
+            self.sink.report(
+                Diagnostic(
+                    "E1012",
+                    f"cannot decide the static assertion {text}",
+                    Label(decl.span, "too large to decide"),
+                    note=f"assertions are decided exactly, in at most {pb.STEP_LIMIT} steps",
+                )
+            )
+            return
         if result.valid:
             return
         if variables and result.counterexample:

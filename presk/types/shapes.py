@@ -56,8 +56,17 @@ class DimContext:
         return pb.equal_for_all(a, b, names, pb.Bounds(upper=dict(self.upper)))
 
     def require_equal(self, a: Lin, b: Lin) -> None:
-        """Raise E2006 with a counterexample unless a == b for all dimension values."""
-        cx = self.counterexample(a, b)
+        """Raise E2006 with a counterexample unless a == b for all dimension values, or
+        E1012 when the question is too large to decide."""
+        try:
+            cx = self.counterexample(a, b)
+        except pb.Undecided:
+            raise ShapeError(
+                "E1012",
+                f"cannot decide whether `{a}` equals `{b}`",
+                "too large to decide",
+                note=f"sizes are decided exactly, in at most {pb.STEP_LIMIT} steps",
+            ) from None
         if cx is None:
             return
         names = [v for v in self.variables if v in cx] + sorted(set(cx) - set(self.variables))
@@ -68,7 +77,12 @@ class DimContext:
         raise ShapeError("E2006", f"dimension mismatch: `{a}` vs `{b}`", label)
 
     def equal(self, a: Lin, b: Lin) -> bool:
-        return self.counterexample(a, b) is None
+        """Whether a == b for all dimension values; False when too large to decide (the
+        caller then requires the equality, which reports E1012)."""
+        try:
+            return self.counterexample(a, b) is None
+        except pb.Undecided:
+            return False
 
 
 BROADCAST_NOTE = (

@@ -193,3 +193,24 @@ def test_call_deep_gives_room_and_passes_results_and_errors_through() -> None:
     names = call_deep(lambda: (threading.current_thread().name, call_deep(lambda: 1)))
     assert names == ("presk-deep", 1)
     assert sys.getrecursionlimit() == limit
+
+
+# --- Presburger --------------------------------------------------------------------------
+
+
+def test_a_static_assert_too_large_to_decide_is_e1012(tmp_path: Path) -> None:
+    source = "dim N\ndim M\nstatic assert N * (10^20 + 39) != M * (10^20 + 41) + 7\n"
+    code, _, err, seconds = timed("check", write(tmp_path, source))
+    assert code == 1 and "[E1012]" in err
+    assert seconds < 5
+
+
+def test_decide_counts_its_steps() -> None:
+    from presk.elab import presburger as pb
+
+    n, m = pb.Lin.var("N"), pb.Lin.var("M")
+    hard = pb.Cmp("!=", n * (10**20 + 39), m * (10**20 + 41) + 7)
+    with pytest.raises(pb.Undecided):
+        pb.decide(hard, ["N", "M"])
+    # The counter starts afresh for each formula.
+    assert pb.decide(pb.Cmp("<=", n, n + m), ["N", "M"]).valid
