@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-reference bench-synth conformance c-conformance libm-check venv
+.PHONY: demo test check loc clean golden-update bench bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests
+
+fuzz: $(STAMP)
+	PRESK_FUZZ_SCALE=$${PRESK_FUZZ_SCALE:-10} $(PY) -m pytest -q tests/test_fuzz.py tests/test_fuzz_commands.py
+
+tutorial: $(STAMP)
+	PRESK=$(PRESK) $(PY) tests/tutorial_run.py
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check presk tests

@@ -1,0 +1,35 @@
+"""`make tutorial` inside `make test`: the README's and docs/tutorial.md's commands.
+
+The commands run once, in order (an export comes before the `make -C` that builds it),
+through tests/tutorial_run.py; each is then one test, comparing its exit code, stdout and
+stderr with tests/tutorial/NN.out after the runner's filter (paths; bench's numbers).
+`python tests/tutorial_run.py --update` rewrites the goldens.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from tutorial_run import Command, Result, commands, problems, run_all
+
+PRESK = os.environ.get("PRESK", ".venv/bin/presk")
+COMMANDS = commands(PRESK)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[int, Result]:
+    return {result.command.number: result for result in run_all(PRESK)}
+
+
+def test_commands_found() -> None:
+    origins = {c.origin.split(":")[0] for c in COMMANDS}
+    assert origins == {"README.md", "docs/tutorial.md"}
+    assert any("presk bench" in c.line for c in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.number:02d}")
+def test_tutorial_command(command: Command, results: dict[int, Result]) -> None:
+    found = problems(results[command.number])
+    if found:
+        pytest.fail("\n".join(found), pytrace=False)
