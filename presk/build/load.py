@@ -171,7 +171,8 @@ def _linkable(path: Path, fd: int, file: cache.FileId) -> Iterator[str]:
 
 def _first_line(error: OSError) -> str:
     # cffi appends a paragraph about ctypes.util.find_library, which never applies here.
-    return str(error).split(".  Additionally,")[0].strip().splitlines()[0]
+    lines = str(error).split(".  Additionally,")[0].strip().splitlines()
+    return lines[0] if lines else "dlopen failed"
 
 
 def pointer(ffi: Any, array: npt.NDArray[Any], ctype: str, *, writable: bool = False) -> Any:
