@@ -359,3 +359,10 @@ def test_bench_reference_runs() -> None:
     spec.loader.exec_module(module)
     (seconds,) = module._time_run(64, 1)
     assert seconds > 0
+
+
+@pytest.mark.parametrize("value", ["1e1000000000", "1e-1000000000", "9" * 5000])
+def test_huge_const_values_are_refused_at_once(value: str) -> None:
+    code, out, err = run_presk("check", "tutorial/03_attention.psk", "--const", f"H={value}")
+    assert (code, out) == (2, "")
+    assert one_line(err) and "--const H=" in err

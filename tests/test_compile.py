@@ -160,3 +160,18 @@ def test_compile_path_takes_constants() -> None:
         consts={"H": Fraction(1)},
     )
     assert compiled.launches > 0
+
+
+def test_deep_programs_run_natively(tmp_path) -> None:
+    """The back end's passes recurse as the program nests: they run with room too."""
+    chain = 300
+    for i in range(chain):
+        body = f"n.f{i + 1}(x) + x" if i < chain - 1 else "x"
+        head = f'import "m{i + 1}.psk" as n\n' if i < chain - 1 else ""
+        (tmp_path / f"m{i}.psk").write_text(f"{head}fn f{i}(x : ℝ[3]) -> ℝ[3] = {body}\n")
+    (tmp_path / "sum.psk").write_text("fn f(x : ℝ[3]) -> ℝ[3] = " + " + ".join(["x"] * 1000) + "\n")
+    for path, entry in ((tmp_path / "m0.psk", "f0"), (tmp_path / "sum.psk", "f")):
+        native = run_presk("run", str(path), "--entry", entry, "--backend", "native")
+        reference = run_presk("run", str(path), "--entry", entry)
+        assert native[0] == 0 and reference[0] == 0, native[2] + reference[2]
+        assert native[1].startswith("ℝ[3] = ")

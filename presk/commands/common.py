@@ -10,6 +10,7 @@ go to stderr, results to stdout.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp.reference import RunError
 from presk.machine import MAX_THREADS, default_threads
+from presk.syntax.deep import call_deep
+from presk.syntax.literals import LiteralRange, parse_literal
 from presk.types.check import CheckedProgram
 
 
@@ -96,12 +99,27 @@ def remat_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 def parse_number(text: str) -> Fraction:
-    """An exact number from the command line: `3`, `0.5`, `1e-3`, `8/3`."""
+    """An exact number from the command line: `3`, `-0.5`, `1e-3`, `8/3`.
+
+    Each side is read as a literal of the language is, with its limits (so
+    `1e1000000000` is refused at once instead of being expanded)."""
+    body = text.strip()
+    sign = -1 if body.startswith("-") else 1
+    numerator, slash, denominator = body.lstrip("+-").partition("/")
+    parts = [numerator, denominator] if slash else [numerator]
+    if not all(_NUMBER.fullmatch(p) for p in parts):
+        raise ValueError(text)
     try:
-        return Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(text) from None
+        values = [parse_literal(p) for p in parts]
+    except LiteralRange as error:
+        raise ValueError(f"{text} ({error.message})") from None
+    if slash and values[1] == 0:
+        raise ValueError(text)
+    return sign * (values[0] / values[1] if slash else values[0])
 
 
 def const_overrides(items: list[str]) -> dict[str, Fraction]:
@@ -109,9 +127,11 @@ def const_overrides(items: list[str]) -> dict[str, Fraction]:
     for name, value in parse_bindings(items, "--const").items():
         try:
             out[name] = parse_number(value)
-        except ValueError:
+        except ValueError as error:
+            why = str(error)[len(value) :].strip(" ()")
             raise UsageError(
-                f"--const {name}={value}: not a number (give an integer, a decimal or a fraction)"
+                f"--const {name}={value}: "
+                + (why if why else "not a number (give an integer, a decimal or a fraction)")
             ) from None
     return out
 
@@ -163,9 +183,12 @@ def run_error(error: RunError) -> int:
 
 
 def guard(command: str, body: Callable[[], int]) -> int:
-    """Run a command's body; what it raises becomes its one line and exit code."""
+    """Run a command's body; what it raises becomes its one line and exit code.
+
+    The body runs with room for deep programs (presk/syntax/deep.py): every pass
+    recurses over what the program nests, the back end's too."""
     try:
-        return body()
+        return call_deep(body)
     except CommandError as error:
         sys.stderr.write(f"presk {command}: {error}\n")
         return 1
