@@ -20,7 +20,9 @@ Invariants (specified in docs/rng.md, checked in tests/unit/test_rng.py):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -233,7 +235,10 @@ def randints(key: Key, n: int, bound: int) -> list[int]:
 
 
 def normals(key: Key, n: int, bits: int = 256) -> list[float]:
-    """n standard normal doubles by Box-Muller over u64 draws (2p, 2p+1) for pair p."""
+    """n standard normal doubles by Box-Muller over u64 draws (2p, 2p+1) for pair p.
+
+    The MPFR definition (the oracle of `normals_array`, which gives the same bits fast).
+    """
     _check_count(n)
     _check_bits(bits)
     out: list[float] = []
@@ -244,14 +249,18 @@ def normals(key: Key, n: int, bits: int = 256) -> list[float]:
         for chunk in _u64_chunks(key, 2 * pairs):
             m = (chunk >> np.uint64(11)).tolist()
             for p in range(0, len(m), 2):
-                u1 = gmpy2.mul_2exp(gmpy2.mpfr(int(m[p]) + 1), -53)  # (0, 1], exact: log finite
-                u2 = gmpy2.mul_2exp(gmpy2.mpfr(int(m[p + 1])), -53)  # [0, 1), exact
-                r = gmpy2.sqrt(-2 * gmpy2.log(u1))
-                s, c = gmpy2.sin_cos(two_pi * u2)
-                # `+ 0.0` turns -0.0 (u1 == 1 gives r = 0) into +0.0.
-                out.append(float(r * c) + 0.0)
-                out.append(float(r * s) + 0.0)
+                out.extend(_normal_pair(int(m[p]), int(m[p + 1]), two_pi))
     return out[:n]
+
+
+def _normal_pair(m1: int, m2: int, two_pi: Mpfr) -> tuple[float, float]:
+    """(z0, z1) of one pair from its two uniform53 draws, under the caller's MPFR context."""
+    u1 = gmpy2.mul_2exp(gmpy2.mpfr(m1 + 1), -53)  # (0, 1], exact: log finite
+    u2 = gmpy2.mul_2exp(gmpy2.mpfr(m2), -53)  # [0, 1), exact
+    r = gmpy2.sqrt(-2 * gmpy2.log(u1))
+    s, c = gmpy2.sin_cos(two_pi * u2)
+    # `+ 0.0` turns -0.0 (u1 == 1 gives r = 0) into +0.0.
+    return float(r * c) + 0.0, float(r * s) + 0.0
 
 
 def uniform_in(key: Key, n: int, low: Real, high: Real, bits: int = 256) -> list[float]:
@@ -278,10 +287,12 @@ def _affine(key: Key, n: int, low: Mpfr, high: Mpfr) -> list[float]:
     width = high - low
     out: list[float] = []
     for chunk in _u64_chunks(key, n):
-        for m in (chunk >> np.uint64(11)).tolist():
-            u = gmpy2.mul_2exp(gmpy2.mpfr(int(m)), -53)
-            out.append(float(low + width * u) + 0.0)
+        out.extend(_affine_one(low, width, m) for m in (chunk >> np.uint64(11)).tolist())
     return out
+
+
+def _affine_one(low: Mpfr, width: Mpfr, m: int) -> float:
+    return float(low + width * gmpy2.mul_2exp(gmpy2.mpfr(int(m)), -53)) + 0.0
 
 
 def _check_count(n: int) -> None:
@@ -309,11 +320,39 @@ def u64_array(key: Key, n: int) -> npt.NDArray[np.uint64]:
     """The first n uint64 draws of `key`, as one array."""
     _check_count(n)
     out = np.empty(n, dtype=np.uint64)
-    done = 0
-    for chunk in _u64_chunks(key, n):
-        out[done : done + len(chunk)] = chunk
-        done += len(chunk)
+
+    def fill(start: int, stop: int) -> None:
+        out[start:stop] = _u64_range(key, start, stop)
+
+    _chunked(n, fill)
     return out
+
+
+def _u64_range(key: Key, start: int, stop: int) -> npt.NDArray[np.uint64]:
+    """u64 draws start..stop-1 of `key` (start even)."""
+    words = _blocks(key, start // 2, (stop - start + 1) // 2).reshape(-1)
+    return (words[0::2] | (words[1::2] << np.uint64(32)))[: stop - start]
+
+
+def _workers() -> int:
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _chunked(n: int, fill: Callable[[int, int], None]) -> None:
+    """fill(start, stop) over [0, n) in even-sized chunks, on threads (numpy drops the GIL)."""
+    step = 2 * _CHUNK_BLOCKS
+    spans = [(start, min(n, start + step)) for start in range(0, n, step)]
+    workers = _workers()
+    if workers == 1 or len(spans) < 2:
+        for start, stop in spans:
+            fill(start, stop)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        for done in [pool.submit(fill, start, stop) for start, stop in spans]:
+            done.result()
 
 
 def uniforms_array(key: Key, n: int) -> npt.NDArray[np.float64]:
@@ -339,32 +378,16 @@ def _mulhi(x: npt.NDArray[np.uint64], bound: int) -> npt.NDArray[np.uint64]:
     return high
 
 
-def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
-    """`normals(key, n)` as a float64 array."""
-    return np.array(normals(key, n), dtype=np.float64)
-
-
-def uniform_in_array(key: Key, n: int, low: Real, high: Real) -> npt.NDArray[np.float64]:
-    """`uniform_in(key, n, low, high)` as a float64 array."""
-    return np.array(uniform_in(key, n, low, high), dtype=np.float64)
-
-
-def xavier_uniform_array(key: Key, n: int, fan_in: int, fan_out: int) -> npt.NDArray[np.float64]:
-    """`xavier_uniform(key, n, fan_in, fan_out)` as a float64 array."""
-    return np.array(xavier_uniform(key, n, fan_in, fan_out), dtype=np.float64)
-
-
 def scaled_normals(key: Key, n: int, std: Real, bits: int = 256) -> list[float]:
     """n doubles RN(z * std) in MPFR, z = normals(key, n): the `normal(std=…)` initializer."""
     zs = normals(key, n, bits)
     with gmpy2.context(precision=bits):
         s = _mpfr(std)
-        return [float(gmpy2.mpfr(z) * s) + 0.0 for z in zs]
+        return [_scaled_one(z, s) for z in zs]
 
 
-def scaled_normals_array(key: Key, n: int, std: Real) -> npt.NDArray[np.float64]:
-    """`scaled_normals(key, n, std)` as a float64 array."""
-    return np.array(scaled_normals(key, n, std), dtype=np.float64)
+def _scaled_one(z: float, s: Mpfr) -> float:
+    return float(gmpy2.mpfr(z) * s) + 0.0
 
 
 def _mpfr(x: Real) -> Mpfr:
@@ -372,3 +395,176 @@ def _mpfr(x: Real) -> Mpfr:
     if isinstance(x, Fraction):
         return gmpy2.mpfr(gmpy2.mpq(x.numerator, x.denominator))
     return gmpy2.mpfr(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Real draws as arrays: the same bits as the MPFR definitions, vectorised (docs/rng.md §4.3)
+#
+# Each element is computed in x87 extended precision (64-bit significands) with a bound on
+# its error; when the interval [approx - bound, approx + bound] rounds to one double, that
+# double is the rounding of the exact value and of the MPFR value (both lie inside), and
+# otherwise (rarely) the element is recomputed by the MPFR definition itself.
+
+_LD = np.longdouble
+# The vector path needs the x87 format; elsewhere every element takes the MPFR path.
+VECTOR = np.finfo(np.longdouble).nmant == 63
+UNIT = 2.0**-64  # unit roundoff of a 64-bit significand: |RN(x) - x| <= UNIT * |x|
+# Assumed worst error of the C library's logl, sinl and cosl in ulps of the result (glibc
+# documents at most 1 for x86 long double; tests/unit/test_rng_vector.py measures it).
+LIBM_ULPS = 2
+# Relative error of z = r * trig (docs/rng.md §4.3): (3 L + 4.3) u, plus the slack that
+# makes the interval's own two roundings outward and absorbs second-order terms.
+_NORMAL_BOUND = (3 * LIBM_ULPS + 8) * UNIT
+_SAFE = 2.0**900  # parameters of magnitude in [1/_SAFE, _SAFE] (or 0) never over/underflow
+
+
+def _longdouble(x: Mpfr) -> Any:
+    """RN_64(x) as a longdouble, exactly (two doubles carry the 64 bits); |x| in the safe range."""
+    y = gmpy2.mpfr(x, 64)
+    hi = float(y)
+    return _LD(hi) + _LD(float(y - hi))
+
+
+def _safe(x: Mpfr) -> bool:
+    return bool(gmpy2.is_zero(x) or (gmpy2.is_finite(x) and 1 / _SAFE <= abs(x) <= _SAFE))
+
+
+def _rounded(approx: Any, bound: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """The doubles of `approx` and where `approx ± bound` does not round to one double."""
+    lo = (approx - bound).astype(np.float64)
+    hi = (approx + bound).astype(np.float64)
+    return lo + 0.0, lo != hi
+
+
+def _pi2_ld() -> Any:
+    with gmpy2.context(precision=256):
+        return _longdouble(2 * gmpy2.const_pi())
+
+
+_TWO_PI = _pi2_ld()
+_TWO_PI_53 = _TWO_PI * _LD(2.0**-53)  # exact: a power-of-two scaling
+_Q = np.uint64(1 << 51)  # a quarter turn in units of u2's 2**-53
+_EIGHTH = np.uint64(1 << 50)
+
+
+def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
+    """`normals(key, n)` as a float64 array, bit for bit, vectorised."""
+    _check_count(n)
+    if not VECTOR:
+        return np.array(normals(key, n), dtype=np.float64)
+    pairs = (n + 1) // 2
+    out = np.empty(2 * pairs, dtype=np.float64)
+    retry: list[tuple[int, int, int]] = []  # (element, m1, m2) to take the MPFR path
+
+    def fill(start: int, stop: int) -> None:
+        m = _u64_range(key, start, stop) >> np.uint64(11)
+        m1, m2 = m[0::2], m[1::2]
+        z0, z1, bad0, bad1 = _normal_pairs(m1, m2)
+        out[start:stop:2] = z0
+        out[start + 1 : stop : 2] = z1
+        for comp, bad in ((0, bad0), (1, bad1)):
+            for p in np.flatnonzero(bad).tolist():
+                retry.append((start + 2 * p + comp, int(m1[p]), int(m2[p])))
+
+    _chunked(2 * pairs, fill)
+    with gmpy2.context(precision=256):
+        two_pi = 2 * gmpy2.const_pi()
+        for i, a, b in retry:
+            out[i] = _normal_pair(a, b, two_pi)[i % 2]
+    return out[:n]
+
+
+def _normal_pairs(
+    m1: npt.NDArray[np.uint64], m2: npt.NDArray[np.uint64]
+) -> tuple[Any, Any, Any, Any]:
+    """z0, z1 and where each needs the MPFR path, for pairs of uniform53 draws."""
+    u1 = (m1 + np.uint64(1)).astype(_LD) * _LD(2.0**-53)  # exact: at most 54 bits
+    r = np.sqrt(_LD(-2) * np.log(u1))
+    # t = 2 pi m2 / 2**53 reduced exactly on the integer: quadrant q, then the distance x
+    # (at most an eighth turn) to the quadrant's nearer end, so sin and cos only ever see
+    # arguments in [0, pi/4], where both are well conditioned (no zero of cos nearby).
+    q = m2 >> np.uint64(51)
+    k = m2 & (_Q - np.uint64(1))
+    flip = k > _EIGHTH
+    x = np.where(flip, _Q - k, k)
+    a = x.astype(_LD) * _TWO_PI_53
+    s, c = np.sin(a), np.cos(a)
+    # Within the quadrant (sin, cos) = (s, c), or (c, s) past the eighth; the quadrant then
+    # rotates: cos t = cos a, -sin a, -cos a, sin a and sin t = sin a, cos a, -sin a, -cos a.
+    odd = (q & np.uint64(1)).astype(np.bool_)
+    swap = flip ^ odd
+    cos_t = np.where(swap, s, c)
+    sin_t = np.where(swap, c, s)
+    cos_t = np.where((q == 1) | (q == 2), -cos_t, cos_t)
+    sin_t = np.where(q >= 2, -sin_t, sin_t)
+    z0 = r * cos_t
+    z1 = r * sin_t
+    b = _LD(_NORMAL_BOUND)
+    d0, bad0 = _rounded(z0, np.abs(z0) * b)
+    d1, bad1 = _rounded(z1, np.abs(z1) * b)
+    # At k == 0 one of sin t, cos t is an exact zero here but, with pi rounded, a tiny
+    # non-zero in MPFR: those pairs take the MPFR path.
+    on_axis = k == 0
+    return d0, d1, bad0 | on_axis, bad1 | on_axis
+
+
+def uniform_in_array(key: Key, n: int, low: Real, high: Real) -> npt.NDArray[np.float64]:
+    """`uniform_in(key, n, low, high)` as a float64 array, bit for bit, vectorised."""
+    _check_count(n)
+    with gmpy2.context(precision=256):
+        return _affine_array(key, n, gmpy2.mpfr(low), gmpy2.mpfr(high))
+
+
+def xavier_uniform_array(key: Key, n: int, fan_in: int, fan_out: int) -> npt.NDArray[np.float64]:
+    """`xavier_uniform(key, n, fan_in, fan_out)` as a float64 array, bit for bit, vectorised."""
+    _check_count(n)
+    if fan_in < 0 or fan_out < 0 or fan_in + fan_out == 0:
+        raise ValueError(f"xavier_uniform needs fan_in + fan_out > 0, got {fan_in}, {fan_out}")
+    with gmpy2.context(precision=256):
+        a = gmpy2.sqrt(gmpy2.mpfr(6) / (fan_in + fan_out))
+        return _affine_array(key, n, -a, a)
+
+
+def _affine_array(key: Key, n: int, low: Mpfr, high: Mpfr) -> npt.NDArray[np.float64]:
+    """`_affine` vectorised, under the caller's 256-bit MPFR context."""
+    width = high - low
+    if not (VECTOR and _safe(low) and _safe(high) and _safe(width)):
+        return np.array(_affine(key, n, low, high), dtype=np.float64)
+    # low = l1 + l2 and width = w1 + w2, w1 of 11 bits so that w1 * u (u of 53 bits) is
+    # exact: the sum l1 + w1 * u, where low and width * u may cancel, is rounded once,
+    # relative to its own size, and the rest is 2**-11 smaller.
+    l1m = gmpy2.mpfr(low, 64)
+    l1, l2 = _longdouble(l1m), _longdouble(low - l1m)
+    w1m = gmpy2.mpfr(width, 11)
+    w1 = _longdouble(w1m)
+    w2 = _longdouble(width - w1m)
+    floor = _LD(UNIT * (2.0**-8 * float(abs(width)) + 2.0**-40 * float(abs(low))))
+    out = np.empty(n, dtype=np.float64)
+    retry: list[tuple[int, int]] = []
+
+    def fill(start: int, stop: int) -> None:
+        m = _u64_range(key, start, stop) >> np.uint64(11)
+        u = m.astype(_LD) * _LD(2.0**-53)
+        v = (l1 + w1 * u) + (l2 + w2 * u)
+        out[start:stop], bad = _rounded(v, np.abs(v) * _LD(6 * UNIT) + floor)
+        retry.extend((start + int(i), int(m[i])) for i in np.flatnonzero(bad))
+
+    _chunked(n, fill)
+    for i, mi in retry:
+        out[i] = _affine_one(low, width, mi)
+    return out
+
+
+def scaled_normals_array(key: Key, n: int, std: Real) -> npt.NDArray[np.float64]:
+    """`scaled_normals(key, n, std)` as a float64 array, bit for bit, vectorised."""
+    zs = normals_array(key, n)
+    with gmpy2.context(precision=256):
+        s = _mpfr(std)
+        if not (VECTOR and _safe(s)):
+            return np.array([_scaled_one(z, s) for z in zs.tolist()], dtype=np.float64)
+        # z is a double (exact in 64 bits) and s rounded once: two roundings in all.
+        p = zs.astype(_LD) * _longdouble(s)
+        out, bad = _rounded(p, np.abs(p) * _LD(5 * UNIT))
+        for i in np.flatnonzero(bad).tolist():
+            out[i] = _scaled_one(float(zs[i]), s)
+    return out
