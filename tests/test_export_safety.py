@@ -248,7 +248,7 @@ def test_a_kill_at_any_moment_leaves_a_whole_export(tmp_path: Path, mode: str) -
         span = time.monotonic() - start  # how long one write takes, to spread the kills over
         assert _whole(target) == "t1"
         rng = random.Random(10)
-        previous, killed, new = "t1", 0, 0
+        previous, killed, kept = "t1", 0, 0
         for n in range(2, 22):
             tag = f"t{n}"
             status = writer.write(tag, rng.uniform(0, span * 1.2))
@@ -257,15 +257,14 @@ def test_a_kill_at_any_moment_leaves_a_whole_export(tmp_path: Path, mode: str) -
                 recover(target)  # what the next export to `target` does first
             got = _whole(target)
             assert got in (previous, tag), (got, previous, tag)
-            new += got == tag and os.WIFSIGNALED(status)
+            kept += got == previous and os.WIFSIGNALED(status)
             previous = got
             for stale in tmp_path.glob(".e.presk-new-*"):
                 shutil.rmtree(stale)  # a killed writer's staging (the next export's job)
     finally:
         writer.close()
-    # Most kills landed while the writer ran, some after the new tree was in place.
-    assert killed >= 10, killed
-    assert new >= 1 or killed == 20
+    # Most kills landed while the writer ran, some before the new tree was in place.
+    assert killed >= 10 and kept >= 1, (killed, kept)
 
 
 def test_stale_staging_of_a_killed_export_is_removed_by_the_next(tmp_path: Path) -> None:
