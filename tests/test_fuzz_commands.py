@@ -5,11 +5,12 @@ numbers and powers, deep nesting, identifiers that are C keywords or macros or t
 alike, operators, lines duplicated or deleted; dims of 0, 1 and beyond memory, unknown
 `--dim` names, bad `--realize`, `--threads` and `PRESK_THREADS`; `.psk.d` files truncated,
 flipped, emptied or valid with wrong contents) go through `presk check`, `presk run` and
-`presk run --backend native`, each a subprocess with a timeout, two at a time, sharing one
-PRESK_CACHE so that native builds are cached. Every outcome must be an exit code 0, 1 or 2
-with no Python traceback, no "internal error", no raw escape character and no timeout; a
-flag or data file the mutant makes invalid must be refused with exit 1 or 2 and one line
-on stderr. Source mutants that `check` rejects are not run.
+`presk run --backend native` (data files through `presk data info` too), each a subprocess
+with a timeout, two at a time, sharing one PRESK_CACHE so that native builds are cached.
+Every outcome must be an exit code 0, 1 or 2 with no Python traceback, no "internal
+error", no raw escape character and no timeout; a flag or data file the mutant makes
+invalid must be refused with exit 1 or 2 and one line on stderr. Source mutants that
+`check` rejects are not run.
 
 The mutants are fixed (mutant i is a function of i alone). `PRESK_FUZZ_SCALE=N` (or
 `make fuzz`) runs N times as many; `PRESK_FUZZ_KEEP=DIR` keeps the mutants' directories and
@@ -35,7 +36,7 @@ from fuzz.mutate import Mutant, materialise, mutant
 SCALE = max(1, int(os.environ.get("PRESK_FUZZ_SCALE", "1")))
 COUNT = 250 * SCALE
 WORKERS = 2
-TIMEOUT = {"check": 8.0, "run": 10.0, "native": 30.0}
+TIMEOUT = {"check": 8.0, "info": 8.0, "run": 10.0, "native": 30.0}
 """Seconds per command; a native run includes its C build (cached across mutants)."""
 PRESK = os.environ.get("PRESK_BIN") or str(Path(sys.executable).parent / "presk")
 
@@ -78,8 +79,8 @@ def _call(m: Mutant, command: str, directory: Path, env: dict[str, str]) -> Outc
         code = None
     else:
         code = proc.returncode
-    decode = lambda b: b.decode("utf-8", "replace")  # noqa: E731
-    return Outcome(command, code, decode(out), decode(err), time.monotonic() - started)
+    text = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    return Outcome(command, code, *text, time.monotonic() - started)
 
 
 def _abstract(line: str) -> str:

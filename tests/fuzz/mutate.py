@@ -83,14 +83,16 @@ class Mutant:
     entry: str = ""
     dims: list[str] = field(default_factory=list)  # the arguments after --entry ENTRY
     env: dict[str, str] = field(default_factory=dict)
-    commands: tuple[str, ...] = ("check", "run", "native")
+    commands: tuple[str, ...] = ("check", "run", "native")  # and "info": presk data info
     refuse: tuple[str, ...] = ()  # the commands that must refuse it: exit 1 or 2, one line
 
     def argv(self, command: str) -> list[str]:
-        """The arguments of `presk` for `command` (check, run or native)."""
+        """The arguments of `presk` for `command` (check, info, run or native)."""
         seed = self.seed
         if command == "check":
             return ["check", seed.file, *seed.consts]
+        if command == "info":
+            return ["data", "info", seed.data or ""]
         data = ["--data", seed.data] if seed.data and self.kind.startswith("data") else []
         tail = ["--backend", "native"] if command == "native" else []
         return ["run", seed.file, "--entry", self.entry, *seed.consts, *self.dims, *data, *tail]
@@ -187,19 +189,24 @@ def _huge_number(rng: random.Random) -> str:
     return rng.choice("123456789") + "".join(rng.choice("0123456789") for _ in range(digits - 1))
 
 
-def mutate_source(rng: random.Random, text: str) -> tuple[str, str, str]:
-    """A mutation of a program's text: (kind, description, new text)."""
+Renames = tuple[tuple[str, str], ...]
+
+
+def mutate_source(rng: random.Random, text: str) -> tuple[str, str, str, Renames]:
+    """A mutation of a program's text: (kind, description, new text, names renamed)."""
     kinds = ("number", "number", "number", "ident", "ident", "collide", "op", "power", "nest",
              "line", "line")  # fmt: skip
     for _ in range(20):
         kind = rng.choice(kinds)
         done = _mutate_once(rng, kind, text)
         if done is not None and done[0] != text:
-            return kind, done[1], done[0]
-    return "line", "line 1: deleted", "\n".join(text.split("\n")[1:])
+            return kind, done[1], done[0], done[2] if len(done) == 3 else ()
+    return "line", "line 1: deleted", "\n".join(text.split("\n")[1:]), ()
 
 
-def _mutate_once(rng: random.Random, kind: str, text: str) -> tuple[str, str] | None:
+def _mutate_once(
+    rng: random.Random, kind: str, text: str
+) -> tuple[str, str] | tuple[str, str, Renames] | None:
     lines = text.split("\n")
     code_lines = [i for i, line in enumerate(lines) if _code(line).strip()]
     binders = sorted({m.group(1) for line in lines for m in _BINDER.finditer(_code(line))})
@@ -212,7 +219,7 @@ def _mutate_once(rng: random.Random, kind: str, text: str) -> tuple[str, str] | 
             if not binders:
                 return None
             old, new = rng.choice(binders), rng.choice((*C_NAMES, *ODD_NAMES))
-            return _rename(text, old, new), f"`{old}` renamed `{new}` everywhere"
+            return _rename(text, old, new), f"`{old}` renamed `{new}` everywhere", ((old, new),)
         case "collide":
             if len(binders) < 2:
                 return None
@@ -221,7 +228,11 @@ def _mutate_once(rng: random.Random, kind: str, text: str) -> tuple[str, str] | 
             if new_a in binders or new_b in binders:
                 return None
             text = _rename(_rename(text, a, new_a), b, new_b)
-            return text, f"`{a}` renamed `{new_a}` and `{b}` renamed `{new_b}`"
+            return (
+                text,
+                f"`{a}` renamed `{new_a}` and `{b}` renamed `{new_b}`",
+                ((a, new_a), (b, new_b)),
+            )
         case "op":
             return _replace_site(rng, text, _OPERATOR, OPERATORS)
         case "power":
@@ -463,7 +474,9 @@ def mutate_data(rng: random.Random, m: Mutant, raw: bytes) -> None:
         case "extra":
             new, m.description = raw + b"\0" * 8, f"{m.seed.data}: 8 bytes after the checksum"
     m.files[m.seed.data or ""] = new
-    m.commands = ("run", "native")
+    m.commands = ("info", "run", "native")
+    if choice in ("truncate", "flip", "version", "extra", "dims"):
+        m.refuse += ("info",)  # not a container: `data info` refuses it too
 
 
 def _product(dims: list[int]) -> int:
@@ -488,8 +501,13 @@ def mutant(index: int) -> Mutant:
     if roll < 0.55:
         target = rng.choice((seed.file, seed.file, *seed.sources))
         text = (REPO_ROOT / seed.directory / target).read_text(encoding="utf-8")
-        kind, what, new = mutate_source(rng, text)
+        kind, what, new, renames = mutate_source(rng, text)
         m.kind, m.description = kind, f"{target} {what}"
+        for old, name in renames:  # the entry and --dim follow a renamed name
+            m.entry = _rename(m.entry, old, name)
+            m.dims = [
+                f"{name}={d[len(old) + 1 :]}" if d.startswith(f"{old}=") else d for d in m.dims
+            ]
         m.files[target] = new.encode("utf-8")
     elif roll < 0.8 or seed.data is None:
         mutate_flags(rng, m)
