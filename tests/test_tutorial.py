@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from tutorial_run import Command, Result, commands, problems, run_all
+from tutorial_run import REPO_ROOT, Command, Result, commands, normalise, problems, run_all
 
 PRESK = os.environ.get("PRESK", ".venv/bin/presk")
 COMMANDS = commands(PRESK)
@@ -26,6 +26,15 @@ def test_commands_found() -> None:
     origins = {c.origin.split(":")[0] for c in COMMANDS}
     assert origins == {"README.md", "docs/tutorial.md"}
     assert any("presk bench" in c.line for c in COMMANDS)
+
+
+def test_filter() -> None:
+    record = "$ presk bench f\n# exit 0\n# stdout\nnative f64    12.5    9e-1   22.5x\n"
+    assert normalise(record, "presk bench f", "/c") == (
+        "$ presk bench f\n# exit 0\n# stdout\nnative f64 <n> <n> <n>\n"
+    )
+    path = f"{REPO_ROOT}/out/x and /tmp/c/ab"
+    assert normalise(path, "presk run f", "/tmp/c") == "<repo>/out/x and <cache>/ab"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.number:02d}")
