@@ -173,9 +173,8 @@ def _record(state: Compilation) -> Compilation:
         request.entry.info.name,
         request.dims,
         list(state.layouts),
-        request.realization.default,
-        request.threads,
         request.realization,
+        request.threads,
         tiles=request.tiles,
     )
     return replace(state, host=host)

@@ -1,6 +1,6 @@
 """The host program: an entry recorded once at its shapes, as host IR functions.
 
-`record(module, entry, dims, args, dtype)` evaluates the entry's PSK-Core
+`record(module, entry, dims, args, realization)` evaluates the entry's PSK-Core
 over shapes only — no arithmetic — and produces a `HostProgram`: one
 `Function` (presk/host/ir.py) per (function, dims, argument layout)
 instance, each a sequence of kernel launches, calls, copies and folds, with
@@ -146,16 +146,15 @@ class Recorder:
     def __init__(
         self,
         module: core.Module,
-        dtype: str,
+        realization: Realization,
         fuse: bool = True,
         threads: int = 1,
-        realization: Realization | None = None,
-        tiles: bool | None = None,
+        tiles: bool = True,
     ) -> None:
         self.tiles = tiles
         self.functions = {fn.name: fn for fn in module.functions}
-        self.realization = realization or Realization(dtype)
-        self.dtype = self.realization.default
+        self.realization = realization
+        self.dtype = realization.default
         self.fuse = fuse
         self.threads = threads
         self.splits = 0
@@ -720,17 +719,16 @@ def record(
     entry: str,
     dims: dict[str, int],
     args: list[HValue],
-    dtype: str,
+    realization: Realization,
     threads: int = 1,
-    realization: Realization | None = None,
-    tiles: bool | None = None,
+    tiles: bool = True,
 ) -> HostProgram:
     """Record an entry at concrete dims on arguments of these layouts.
 
     With `threads` > 1, kernels whose outer loop is parallel and whose work is
     large enough are split over OpenMP workers (presk/sched/split.py).
     """
-    rec = Recorder(module, dtype, threads=threads, realization=realization, tiles=tiles)
+    rec = Recorder(module, realization, threads=threads, tiles=tiles)
     ptrs = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
     entry_args = [rebind(a, ptrs) for a in args]
     inst = rec.instance(entry, dims, entry_args)

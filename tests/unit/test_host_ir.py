@@ -11,6 +11,7 @@ from presk.ad.reverse import differentiate
 from presk.cgen import host as printer
 from presk.host import ir as h
 from presk.host.program import HTensor, record
+from presk.host.realization import Realization
 from presk.pipeline import front_end
 
 PROGRAM = """
@@ -28,7 +29,7 @@ def recorded(tmp_path: Path) -> h.Function:
     checked, _ = front_end(str(source), {})
     module = differentiate(checked.core)
     args = [HTensor("", "f64", ((None, 4),)), HTensor("", "f64", ((None, 4),))]
-    host = record(module, "outer", {}, args, "f64")
+    host = record(module, "outer", {}, args, Realization("f64"))
     assert host.params == ("x", "y")
     return host.entry
 

@@ -48,15 +48,15 @@ RULES: dict[PrimName, Rule] = {
 }
 
 
-def lower(launch: Launch, dtype: str, tiles: bool | None = None) -> ir.Kernel:
+def lower(launch: Launch, dtype: str, tiles: bool = True) -> ir.Kernel:
     """The kernel of a launch, computing in `dtype` (f64, f32 or bf16).
 
-    `tiles=False` gives point zero (row-wise contractions, no lanes); True, or
-    None for the default, lets a contraction take its tiled forms.
+    `tiles=False` gives point zero (row-wise contractions, no lanes); True lets a
+    contraction take its tiled forms.
     """
     root = launch.steps[-1]
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
-    names = Names(tiles=True if tiles is None else tiles)
+    names = Names(tiles=tiles)
     if len(launch.steps) > 1:
         body = elementwise(launch, names)
     else:
