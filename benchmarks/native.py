@@ -138,6 +138,36 @@ def host_overhead() -> None:
     )
 
 
+def python_call_overhead() -> None:
+    """A call through the Python API beyond its compiled code, against an empty cffi call."""
+
+    import presk
+    from presk.build import compile as build
+    from presk.build import load as loading
+
+    prog = presk.load("tutorial/01_linear.psk")
+    linear = prog.entry("Linear{3, 2}.apply", dims={"batch": 4}, threads=1)
+    theta, x = linear.inputs()
+    compiled = linear.compiled
+    assert compiled is not None
+    bound = compiled.bind([theta, x])
+    empty_lib = loading.load(
+        build.build("int presk_empty(void) { return 0; }\n"), "int presk_empty(void);"
+    )
+    empty = empty_lib.lib.presk_empty
+    api, kernel, nothing = [], [], []
+    for _ in range(7):  # the sides alternate; each keeps its least median
+        api.append(median_time(lambda: linear(theta, x), 2000))
+        kernel.append(median_time(bound.invoke, 2000))
+        nothing.append(median_time(empty, 2000))
+    beyond = (min(api) - min(kernel)) * 1e6
+    print(
+        f"Python API call of Linear{{3, 2}}.apply (batch 4): {min(api) * 1e6:.1f} µs, the "
+        f"compiled call alone {min(kernel) * 1e6:.1f} µs, an empty cffi call "
+        f"{min(nothing) * 1e6:.2f} µs: {beyond:.1f} µs beyond the compiled code (goal under 5 µs)"
+    )
+
+
 def compile_times() -> None:
     from presk.build import compile as build
 
@@ -223,6 +253,7 @@ def main() -> int:
     gemm(n)
     minigpt_vs_torch()
     host_overhead()
+    python_call_overhead()
     export_vs_native()
     compile_times()
     return 0
