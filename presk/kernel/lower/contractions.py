@@ -6,7 +6,7 @@ scalar and is rounded once). `ein` and the adjoints are one contraction
 rule: out[names] = Σ a·b over the names not in the output, which run
 row-major in their order in the left operand, as the reference's ein.
 With `Names.tiles`, a plain matrix product takes a tiled form of the same
-bits (tiles.py).
+bits (tiles.py), and so do the two adjoints of a product (adjoint_tiles.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from presk.kernel.ir import (
     Store,
     Var,
 )
+from presk.kernel.lower.adjoint_tiles import packed_adjoint, vjp_l_product, vjp_r_product
 from presk.kernel.lower.base import ZERO, Launch, Names, Step, nest
 from presk.kernel.lower.tiles import (
     LANES,
@@ -43,8 +44,7 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     flat_a, flat_out = as_matrix(a), as_matrix(out)
     packed = packed_shape(flat_a, b, flat_out) if names.tiles else None
     if packed is not None:
-        scratch = 1 + max(buf.index for buf in (*launch.inputs, out, *launch.outputs))
-        return dot_packed(flat_a, b, flat_out, names, scratch, packed)
+        return dot_packed(flat_a, b, flat_out, names, _scratch(launch), packed)
     if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
         if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
             return dot_block(a, b, out, names, rows=4, vectors=2)
@@ -87,6 +87,15 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         Store(out, out_index, Var(acc)),
     )
     return nest(lead_sizes + rest_sizes, lead + rest, body)
+
+
+def _scratch(launch: Launch) -> int:
+    """The index of a kernel's first scratch buffer: after all of its own."""
+    return 1 + max(buf.index for buf in (*launch.inputs, launch.output, *launch.outputs))
+
+
+def _one_type(*buffers: Buffer) -> bool:
+    return len({buf.dtype for buf in buffers}) == 1
 
 
 def arith_accumulates_in_output(out: Buffer) -> bool:
@@ -168,6 +177,10 @@ def dot_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     ct, b = step.operands
     assert isinstance(ct, Buffer) and isinstance(b, Buffer)
     out = launch.output
+    if names.tiles and _one_type(ct, b, out):
+        packed = packed_adjoint(vjp_l_product(ct, b, out), names, _scratch(launch))
+        if packed is not None:
+            return packed
     lead = [f"l{i}" for i in range(len(out.axes) - 1)]
     rest = [f"r{i}" for i in range(len(b.axes) - 1)]
     return contract(names, out, [*lead, "k"], ct, [*lead, *rest], b, ["k", *rest])
@@ -177,6 +190,10 @@ def dot_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     a, ct = step.operands
     assert isinstance(ct, Buffer) and isinstance(a, Buffer)
     out = launch.output
+    if names.tiles and _one_type(a, ct, out):
+        packed = packed_adjoint(vjp_r_product(a, ct, out), names, _scratch(launch))
+        if packed is not None:
+            return packed
     lead = [f"l{i}" for i in range(len(a.axes) - 1)]
     rest = [f"r{i}" for i in range(len(out.axes) - 1)]
     return contract(names, out, ["k", *rest], a, [*lead, "k"], ct, [*lead, *rest])

@@ -1,0 +1,254 @@
+"""The packed forms of a product's adjoints: dy·wᵀ and xᵀ·dy as register-tiled panels.
+
+Both adjoints are matrix products out[i, j] = Σ_k A(i, k)·B(k, j) over views of
+their buffers. For `dot_vjp_l`, A is dy (rows × the summed columns) and B is
+wᵀ, copied into the panel transposed; for `dot_vjp_r`, A is xᵀ (read as
+x[k, i], four adjacent elements a step) and B is dy, whose rows are the
+summed axis (batch × seq, flattened) and copy as vectors. Every output
+element is one lane of one accumulator that starts at 0 and adds its terms
+one at a time in increasing k, as the row-wise form (`contract`) does: a
+value stored and reloaded between blocks of K is exact (f32, f64; bf16's
+sums wait in an f32 scratch and are rounded once), so the bits are the
+row-wise form's. Edges keep those bits too: the last block of K may be
+short, the last row tile has fewer rows, and columns past the last whole
+panel take the row-wise sum itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from presk.kernel import ir
+from presk.kernel.ir import (
+    Bin,
+    BinOp,
+    Buffer,
+    Cmp,
+    CmpOp,
+    For,
+    IBin,
+    IConst,
+    If,
+    Index,
+    IntOp,
+    IVar,
+    Let,
+    Load,
+    Stmt,
+    Store,
+    Var,
+)
+from presk.kernel.lower.base import ZERO, Names
+from presk.kernel.lower.tiles import (
+    ELEMENT_BYTES,
+    PACK_ROWS,
+    PACK_VECTORS,
+    PANEL_BYTES,
+    SUMS_BYTES,
+    VECTOR_BYTES,
+    tile_step,
+)
+
+# Whether a block is the first (or last) of its loop: known, or a test of the loop variable.
+Cond = bool | Cmp
+# A block of a blocked range: its first index, its length, whether it is first, last.
+Block = Callable[[Index, int, Cond, Cond], tuple[Stmt, ...]]
+
+
+@dataclass(frozen=True)
+class Product:
+    """A contraction as a matrix product over views: out[i, j] = Σ_k a(i, k)·b(k, j).
+
+    `b_vector(k, j, lanes)` loads b(k, j..j+lanes) when those are consecutive
+    in memory (else the panel is copied element by element, transposed).
+    """
+
+    m: int
+    n: int
+    k: int
+    a: Callable[[Index, Index], Load]
+    b: Callable[[Index, Index], Load]
+    b_vector: Callable[[Index, Index, int], ir.VLoad] | None
+    out: Buffer  # the output viewed as [m, n]
+
+
+def view(buffer: Buffer, cut: int) -> Buffer:
+    """The buffer as a matrix: its axes before `cut` flattened into rows, the rest into columns."""
+    rows = cols = 1
+    for size in buffer.shape[:cut]:
+        rows *= size
+    for size in buffer.shape[cut:]:
+        cols *= size
+    return Buffer(buffer.index, buffer.dtype, ((None, rows), (None, cols)))
+
+
+def vjp_l_product(ct: Buffer, b: Buffer, out: Buffer) -> Product:
+    """dx = dy·wᵀ: out[i, j] = Σ_s dy[i, s]·w[j, s], s over w's axes after the first."""
+    lead = len(out.axes) - 1
+    dy, w, dx = view(ct, lead), view(b, 1), view(out, lead)
+    return Product(
+        m=dx.shape[0],
+        n=dx.shape[1],
+        k=dy.shape[1],
+        a=lambda i, s: Load(dy, (i, s)),
+        b=lambda s, j: Load(w, (j, s)),
+        b_vector=None,
+        out=dx,
+    )
+
+
+def vjp_r_product(a: Buffer, ct: Buffer, out: Buffer) -> Product:
+    """dw = xᵀ·dy: out[i, j] = Σ_l x[l, i]·dy[l, j], l over x's leading axes, flattened."""
+    lead = len(a.axes) - 1
+    x, dy, dw = view(a, lead), view(ct, lead), view(out, 1)
+    return Product(
+        m=dw.shape[0],
+        n=dw.shape[1],
+        k=x.shape[0],
+        a=lambda i, l: Load(x, (l, i)),
+        b=lambda l, j: Load(dy, (l, j)),
+        b_vector=lambda l, j, lanes: ir.VLoad(dy, (l, j), lanes),
+        out=dw,
+    )
+
+
+def _plus(base: Index, offset: Index) -> Index:
+    if base == IConst(0):
+        return offset
+    if offset == IConst(0):
+        return base
+    return IBin(IntOp.ADD, base, offset)
+
+
+def _choose(cond: Cond, then: tuple[Stmt, ...], other: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    if cond is True:
+        return then
+    if cond is False:
+        return other
+    return (If(cond, then, other),)
+
+
+def blocked(names: Names, total: int, size: int, make: Block) -> tuple[Stmt, ...]:
+    """`total` cut into blocks of `size` (a loop over the whole ones) and a shorter last one."""
+    whole, rest = divmod(total, size)
+    out: list[Stmt] = []
+    if whole == 1:
+        out.extend(make(IConst(0), size, True, rest == 0))
+    elif whole > 1:
+        v = names.loop()
+        last: Cond = Cmp(CmpOp.EQ, IVar(v), IConst(whole - 1)) if rest == 0 else False
+        first = Cmp(CmpOp.EQ, IVar(v), IConst(0))
+        base = IBin(IntOp.MUL, IVar(v), IConst(size))
+        out.append(For(v, whole, make(base, size, first, last)))
+    if rest:
+        out.extend(make(IConst(whole * size), rest, whole == 0, True))
+    return tuple(out)
+
+
+def packed_adjoint(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] | None:
+    """The packed register-tiled form of `p`, or None where no whole vector of columns fits.
+
+    For each panel of 2·lanes columns (the outer, split loop), each block of
+    K is copied into a scratch panel (bf16 widened to f32, exactly), then every
+    row tile runs over it: its accumulators start at 0 in the first block and
+    at the sums the previous block stored (in the output, or for bf16 in an
+    f32 scratch, in chunks of rows).
+    """
+    dtype = p.out.dtype
+    if dtype not in ELEMENT_BYTES and dtype != "bf16":
+        return None
+    arith = ir.arith(dtype)
+    size = ELEMENT_BYTES[arith]
+    lanes = VECTOR_BYTES // size
+    vectors = PACK_VECTORS if p.n % (PACK_VECTORS * lanes) == 0 else 1
+    width = lanes * vectors
+    panels = p.n // width
+    if panels == 0 or p.m == 0 or p.k == 0:
+        return None
+    kc = min(p.k, PANEL_BYTES // (width * size))
+    carried = dtype == "bf16" and p.k > kc  # sums between blocks of K in scratch
+    mc = p.m
+    if carried:
+        mc = min(p.m, SUMS_BYTES // (width * size) // PACK_ROWS * PACK_ROWS)
+    panel = Buffer(scratch, arith, ((None, kc), (None, width)))
+    sums = Buffer(scratch + 1, arith, ((None, mc), (None, width)))
+    jb = names.loop()
+    cols = [
+        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
+        for c in range(vectors)
+    ]
+
+    def pack(k0: Index, kn: int) -> Stmt:
+        kp = names.loop()
+        if p.b_vector is not None:
+            return For(
+                kp,
+                kn,
+                tuple(
+                    ir.VStore(
+                        panel,
+                        (IVar(kp), IConst(c * lanes)),
+                        p.b_vector(_plus(k0, IVar(kp)), cols[c], lanes),
+                    )
+                    for c in range(vectors)
+                ),
+            )
+        # Transposed: read b's memory in order (along k), write the panel's columns.
+        jp = names.loop()
+        column = _plus(IBin(IntOp.MUL, IVar(jb), IConst(width)), IVar(jp))
+        copy = Store(panel, (IVar(kp), IVar(jp)), p.b(_plus(k0, IVar(kp)), column))
+        return For(jp, width, (For(kp, kn, (copy,)),))
+
+    def tiles(m0: Index, mn: int, k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
+        """Every row tile of the `mn` rows from `m0`, over the block of K at `k0`."""
+
+        def tile(r0: Index, rows: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
+            k = names.loop()
+            acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
+            in_chunk = [_plus(r0, IConst(r)) for r in range(rows)]
+            at_out = [[(_plus(m0, i), cols[c]) for c in range(vectors)] for i in in_chunk]
+            at_sums = [[(i, IConst(c * lanes)) for c in range(vectors)] for i in in_chunk]
+            home, home_at = (sums, at_sums) if carried else (p.out, at_out)
+            grid = [(r, c) for r in range(rows) for c in range(vectors)]
+            zero = tuple(ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes) for r, c in grid)
+            reload = tuple(
+                ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes) for r, c in grid
+            )
+            keep = tuple(ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)) for r, c in grid)
+            final = tuple(ir.VStore(p.out, at_out[r][c], ir.VVar(acc[r][c], lanes)) for r, c in grid)
+            a_rows = [p.a(_plus(m0, i), _plus(k0, IVar(k))) for i in in_chunk]
+            b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
+            step = tile_step(names, acc, a_rows, b_vectors)
+            finish = _choose(last, final, keep) if carried else final
+            return (*_choose(first, zero, reload), For(k, kn, step), *finish)
+
+        return blocked(names, mn, PACK_ROWS, tile)
+
+    def chunk(m0: Index, mn: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
+        def block(k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
+            return (pack(k0, kn), *tiles(m0, mn, k0, kn, first, last))
+
+        return blocked(names, p.k, kc, block)
+
+    body = blocked(names, p.m, mc, chunk)
+    if carried:
+        body = (ir.Scratch(sums, body),)
+    main: tuple[Stmt, ...] = (For(jb, panels, (ir.Scratch(panel, body),)),)
+    if p.n % width:
+        main = (*main, *_row_wise_columns(p, names, panels * width))
+    return main
+
+
+def _row_wise_columns(p: Product, names: Names, first: int) -> tuple[Stmt, ...]:
+    """Columns from `first` on in the row-wise form: a scalar sum from 0 in increasing k."""
+    i, j, k = names.loop(), names.loop(), names.loop()
+    acc = names.scalar()
+    column = _plus(IConst(first), IVar(j))
+    term = Bin(BinOp.MUL, p.a(IVar(i), IVar(k)), p.b(IVar(k), column))
+    body = (
+        Let(acc, ZERO),
+        For(k, p.k, (Let(acc, Bin(BinOp.ADD, Var(acc), term)),)),
+        Store(p.out, (IVar(i), column), Var(acc)),
+    )
+    return (For(i, p.m, (For(j, p.n - first, body),)),)
