@@ -34,7 +34,7 @@ import pytest
 from fuzz.mutate import Mutant, materialise, mutant
 
 SCALE = max(1, int(os.environ.get("PRESK_FUZZ_SCALE", "1")))
-COUNT = 250 * SCALE
+COUNT = 200 * SCALE
 WORKERS = 2
 TIMEOUT = {"check": 8.0, "info": 8.0, "run": 10.0, "native": 30.0}
 """Seconds per command; a native run includes its C build (cached across mutants)."""
@@ -87,7 +87,7 @@ def _abstract(line: str) -> str:
     """A message with its particulars (numbers, quoted names, paths) abstracted."""
     line = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "…", line)
     line = re.sub(r"(/[\w.@+-]+)+", "PATH", line)
-    return re.sub(r"\d+", "N", line)[:140]
+    return re.sub(r"-?\d+", "N", line)[:140]
 
 
 _WARNING = re.compile(r"^\[W\d{4}\] Warning:.*?^-+'$\n?", re.M | re.S)
