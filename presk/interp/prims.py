@@ -578,7 +578,8 @@ def ein(out: Sequence[str], a: Tensor, b: Tensor) -> Tensor:
 def _rows(data: Arr, i: int) -> Arr:
     """`data` with axis i moved last and the rest flattened: shape (rows, size_i)."""
     moved = np.moveaxis(data, i, -1)
-    return moved.reshape(-1, data.shape[i])
+    # The row count is explicit: `-1` cannot be inferred when the axis has size 0.
+    return moved.reshape(int(np.prod(moved.shape[:-1])), data.shape[i])
 
 
 def _unrows(rows: Arr, shape: tuple[int, ...], i: int) -> Arr:
