@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from presk.diagnostics import Sink, Source
+from presk.diagnostics import Sink, Source, printable
 from presk.dtypes import Dtype, bf16_to_f32, f32_to_bf16
 from presk.elab.program import ConstError, FileEnv
 from presk.elab.ty import Elem, Params, TupleT, Type, lin_int
@@ -105,6 +105,11 @@ class DataError(Exception):
         self.message = message
 
 
+class BadContents(DataError, ValueError):
+    """A well-formed file whose contents do not fit the type read with, such as an index
+    out of range for its `idx[N]`: one line (the caller names the file)."""
+
+
 class TypeTextError(ValueError):
     """A sample type's text that does not parse or is not a storable sample type."""
 
@@ -134,7 +139,7 @@ class Leaf:
     def describe(self) -> str:
         """`path f64 [4, 2]`, for messages and `presk data info`."""
         shape = "[" + ", ".join(str(d) for d in self.shape) + "]"
-        return f"{self.path or '(root)'} {self.dtype} {shape}"
+        return f"{printable(self.path) if self.path else '(root)'} {self.dtype} {shape}"
 
 
 def span(count: int, leaf: Leaf) -> int:
@@ -174,24 +179,26 @@ class DataFile:
         seen: set[str] = set()
         for leaf, array in zip(self.leaves, self.arrays, strict=True):
             if leaf.dtype not in ITEM_SIZE:
-                raise ValueError(f"leaf `{leaf.path}`: unknown dtype `{leaf.dtype}`")
+                raise ValueError(f"leaf `{printable(leaf.path)}`: unknown dtype `{leaf.dtype}`")
             if len(leaf.shape) > MAX_RANK or not all(d >= 0 for d in leaf.shape):
-                raise ValueError(f"leaf `{leaf.path}`: bad shape {leaf.shape}")
+                raise ValueError(f"leaf `{printable(leaf.path)}`: bad shape {leaf.shape}")
             if span(self.count, leaf) > MAX_SPAN:
-                raise ValueError(f"leaf `{leaf.path}`: more than 2^63 bytes")
+                raise ValueError(f"leaf `{printable(leaf.path)}`: more than 2^63 bytes")
             _check_text(leaf.path, f"leaf `{leaf.path}`'s path", ValueError)
             if leaf.path in seen:
-                raise ValueError(f"two leaves have the path `{leaf.path}`")
+                raise ValueError(f"two leaves have the path `{printable(leaf.path)}`")
             seen.add(leaf.path)
             want = np.dtype(NUMPY_DTYPE[leaf.dtype])
             got = np.asarray(array).dtype
             # Byte order is free (the writer converts); kind and width are not: a float
             # array given for bf16 would silently be stored as garbage bits.
             if got.kind != want.kind or got.itemsize != want.itemsize:
-                raise ValueError(f"leaf `{leaf.path}`: array dtype {got}, expected {want}")
+                raise ValueError(
+                    f"leaf `{printable(leaf.path)}`: array dtype {got}, expected {want}"
+                )
             if np.shape(array) != (self.count, *leaf.shape):
                 raise ValueError(
-                    f"leaf `{leaf.path}`: array shape {np.shape(array)}, "
+                    f"leaf `{printable(leaf.path)}`: array shape {np.shape(array)}, "
                     f"expected {(self.count, *leaf.shape)}"
                 )
 
@@ -266,7 +273,7 @@ class _Cursor:
         self.pos = 0
 
     def fail(self, what: str) -> DataError:
-        return DataError(f"{self.name}: {what}")
+        return DataError(f"{printable(self.name)}: {what}")
 
     def take(self, n: int, what: str) -> bytes:
         left = len(self.buf) - self.pos
@@ -464,7 +471,9 @@ def parse_sample_type(text: str) -> Type:
         if not parser.at(TokenKind.EOF):
             syn = None
             if not sink.diagnostics:
-                raise TypeTextError(f"`{text}`: unexpected {parser.tok.found()} after the type")
+                raise TypeTextError(
+                    f"`{printable(text)}`: unexpected {parser.tok.found()} after the type"
+                )
     except TypeTextError:
         raise
     except Exception:
@@ -475,7 +484,7 @@ def parse_sample_type(text: str) -> Type:
         syn = None
     if sink.diagnostics or syn is None:
         reason = sink.diagnostics[0].message if sink.diagnostics else "not a type"
-        raise TypeTextError(f"`{text}`: {reason}")
+        raise TypeTextError(f"`{printable(text)}`: {reason}")
     if _has_params(syn):
         raise TypeTextError(
             f"`{text}`: a `params M` type needs the program that declares M; "
@@ -487,7 +496,7 @@ def parse_sample_type(text: str) -> Type:
     try:
         ty = resolve(TypeScope(env), syn)
     except ConstError as error:
-        raise TypeTextError(f"`{text}`: {error.message}") from None
+        raise TypeTextError(f"`{printable(text)}`: {printable(error.message)}") from None
     tensor_types(ty)  # refuses what cannot be stored
     return ty
 
@@ -556,7 +565,7 @@ def _bound(ty: TensorT | None) -> int | None:
     return None if ty is None or ty.bound is None else lin_int(ty.bound)
 
 
-def _leaf_tensor(leaf: Leaf, array: npt.NDArray[Any], ty: TensorT | None) -> Tensor:
+def _leaf_tensor(leaf: Leaf, array: npt.NDArray[Any], ty: TensorT | None, index: int = 0) -> Tensor:
     """One leaf of one sample as a reference tensor: axis names and kind from `ty`."""
     names: Sequence[str | None] = [a.name for a in ty.axes] if ty is not None else []
     axes = tuple(
@@ -573,7 +582,10 @@ def _leaf_tensor(leaf: Leaf, array: npt.NDArray[Any], ty: TensorT | None) -> Ten
         bound = _bound(ty)
         for k, v in enumerate(ints):
             if bound is not None and not 0 <= v < bound:
-                raise ValueError(f"leaf `{leaf.path}`: index {v} out of range for idx[{bound}]")
+                raise BadContents(
+                    f"sample {index}, leaf `{printable(leaf.path)}`: index {v} is out of range "
+                    f"for idx[{bound}]"
+                )
             flat[k] = v
         return Tensor(Kind.IDX, axes, data, bound)
     # Exact: an mpfr of 53 bits holds every f64 (and so every f32 and bf16) value as is.
@@ -591,7 +603,9 @@ def _assemble(flat: list[tuple[list[str], Tensor]], where: str) -> Value:
     groups: dict[str, list[tuple[list[str], Tensor]]] = {}
     for parts, tensor in flat:
         if not parts or not parts[0]:
-            raise ValueError(f"leaf paths under `{where}` do not form a tree or a tuple")
+            raise BadContents(
+                f"leaf paths under `{printable(where)}` do not form a tree or a tuple"
+            )
         if parts[0] not in groups:
             order.append(parts[0])
             groups[parts[0]] = []
@@ -599,10 +613,10 @@ def _assemble(flat: list[tuple[list[str], Tensor]], where: str) -> Value:
     sub = [_assemble(groups[h], f"{where}.{h}" if where else h) for h in order]
     if all(h.isdigit() for h in order):
         if order != [str(i) for i in range(len(order))]:
-            raise ValueError(f"tuple items under `{where}` are not 0, 1, … in order")
+            raise BadContents(f"tuple items under `{printable(where)}` are not 0, 1, … in order")
         return tuple(sub)
     if any(h.isdigit() for h in order):
-        raise ValueError(f"leaf paths under `{where}` mix tuple items and tree keys")
+        raise BadContents(f"leaf paths under `{printable(where)}` mix tuple items and tree keys")
     return Tree(tuple(zip(order, sub, strict=True)))
 
 
@@ -633,7 +647,7 @@ def leaf_values(
         raise IndexError(f"sample {index} of {data.count}")
     known = types or {}
     return [
-        (leaf.path, _leaf_tensor(leaf, arr[index], known.get(leaf.path)))
+        (leaf.path, _leaf_tensor(leaf, arr[index], known.get(leaf.path), index))
         for leaf, arr in zip(data.leaves, data.arrays, strict=True)
     ]
 
@@ -661,7 +675,7 @@ def _match_leaves(have: Sequence[Leaf], want: Sequence[Leaf]) -> None:
         return leaf.path, leaf.shape, leaf.dtype == "i64"
 
     if [key(x) for x in have] != [key(x) for x in want]:
-        raise ValueError(
+        raise BadContents(
             "leaves ["
             + "; ".join(x.describe() for x in have)
             + "] do not match the type's ["
@@ -705,7 +719,9 @@ def from_values(type_text: str, samples: Sequence[Value], real: str = "f64") -> 
     elif ty is not None:
         leaves = leaf_layout(ty, real)
     else:
-        raise ValueError(f"`{type_text}`: no samples, and the type alone does not give leaves")
+        raise ValueError(
+            f"`{printable(type_text)}`: no samples, and the type alone does not give leaves"
+        )
     if ty is not None:
         _match_leaves(leaves, leaf_layout(ty, real))
     for n, flat in enumerate(flats):

@@ -848,3 +848,58 @@ def test_tutorial_pairs(tmp_path: Path) -> None:
     assert (tmp_path / "p").read_bytes() == (
         REPO_ROOT / "tutorial" / "data" / "pairs.psk.d"
     ).read_bytes()
+
+
+# -- valid containers with bad contents --------------------------------------------------
+
+
+def test_index_out_of_range_for_its_bound_is_one_error(tmp_path: Path) -> None:
+    good = fmt.from_values("idx[10][seq: 3]", [Tensor.idx([Axis("seq", 3)], [1, 2, 3], 10)])
+    for bad in (10, -1, 2**62):
+        arrays = [np.array([[1, bad, 3]], dtype=np.int64)]
+        path = tmp_path / "bad.psk.d"
+        fmt.write(path, DataFile(good.type, 1, good.leaves, arrays))
+        data = fmt.read(path)  # the container itself is valid
+        with pytest.raises(fmt.BadContents) as info:
+            fmt.to_values(data, 0)
+        message = str(info.value)
+        assert f"index {bad} is out of range for idx[10]" in message and "\n" not in message
+        assert isinstance(info.value, DataError) and isinstance(info.value, ValueError)
+
+
+def test_leaves_that_do_not_fit_the_type_are_bad_contents() -> None:
+    data = fmt.from_values("ℝ[3]", [Tensor.real([Axis(None, 3)], [1, 2, 3])])
+    with pytest.raises(fmt.BadContents):
+        fmt.to_values(data, 0, fmt.parse_sample_type("ℝ[4]"))
+
+
+@pytest.mark.parametrize("text", ["ℝ[2]\n[E0001] Error: forged", "ℝ[\x1b[31m2]", "ℝ\x00[2]", "\r"])
+def test_type_text_in_messages_is_escaped(text: str) -> None:
+    with pytest.raises(fmt.TypeTextError) as info:
+        fmt.parse_sample_type(text)
+    message = str(info.value)
+    assert all(ch.isprintable() for ch in message), message
+
+
+def test_leaf_paths_in_messages_are_escaped() -> None:
+    leaf = Leaf("w\nx", "f64", (2,))
+    assert leaf.describe() == "w\\nx f64 [2]"
+    data = DataFile("ℝ[2]", 1, [leaf], [np.zeros((1, 2))])
+    with pytest.raises(fmt.BadContents) as info:
+        fmt.to_values(data, 0)
+    assert "\n" not in str(info.value)
+
+
+def test_run_with_bad_contents_is_one_line(tmp_path: Path) -> None:
+    # A sample of `idx[10][seq: 3]` holding 12, given to an entry that takes one.
+    program = tmp_path / "p.psk"
+    program.write_text("fn first(x : idx[10][seq: 3]) -> idx[10][seq: 3] = x\n")
+    good = fmt.from_values("idx[10][seq: 3]", [Tensor.idx([Axis("seq", 3)], [1, 2, 3], 10)])
+    bad = tmp_path / "bad.psk.d"
+    fmt.write(bad, DataFile(good.type, 1, good.leaves, [np.array([[12, 0, 0]], dtype=np.int64)]))
+    empty = tmp_path / "empty.psk.d"
+    fmt.write(empty, DataFile(good.type, 0, good.leaves, [np.zeros((0, 3), dtype=np.int64)]))
+    for path, message in ((bad, "out of range for idx[10]"), (empty, "no samples")):
+        code, _, err = run_presk("run", str(program), "--entry", "first", "--data", str(path))
+        assert code != 0 and message in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
