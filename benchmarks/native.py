@@ -5,6 +5,8 @@ Prints ratios, never absolute claims: these machines are shared and noisy.
    on one thread; and two threads against our own one.
 2. The tiny MiniGPT forward (V=64 D=16 H=2 L=2, B=2 T=8, f32) against
    PyTorch eager on the same thread count (skipped without torch 2.13.0).
+   The mid MiniGPT (V=64 D=64 H=4 L=4, B=32 T=32, f32) loss gradient against
+   PyTorch eager's zero_grad + forward + backward, on 1 and 2 threads.
 3. Host overhead: an entry of about fifty small launches, per call.
 4. A cached run starts no compiler; the cold compile of the tiny MiniGPT
    loss gradient.
@@ -116,6 +118,51 @@ def minigpt_vs_torch() -> None:
         f"tiny MiniGPT forward f32, 1 thread: presk {t_presk * 1e6:.0f} µs, "
         f"torch eager {t_torch * 1e6:.0f} µs: {t_torch / t_presk:.1f}× faster  (goal ≥ 5×)"
     )
+
+
+def minigpt_grad_vs_torch() -> None:
+    """The mid MiniGPT's loss gradient natively against PyTorch eager's training step."""
+    consts = {"V": 64, "D": 64, "H": 4, "L": 4}
+    dims = {"B": 32, "T": 32}
+    path = "tests/ad/minigpt_grad.psk"
+    try:
+        import torch
+    except ImportError:
+        print("mid MiniGPT loss gradient f32: torch not installed: no ratio")
+        return
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from torch_minigpt import loss_step_from_presk
+
+    grads = {t: prepared(path, "loss_grad", dims, consts, "f32", t) for t in (1, 2)}
+    inputs = grads[1][1]
+    loss_entry, _, _ = prepared(path, "loss", dims, consts, "f32", 1)
+    t_loss, t_step, leaves = loss_step_from_presk(inputs, consts)
+    # Both sides compute the same loss and gradient (f32 tolerance) before any timing.
+    ours = float(loss_entry.raw(inputs)[0])  # type: ignore[attr-defined]
+    theirs = float(t_loss().detach())
+    assert abs(ours - theirs) <= 1e-4 * abs(theirs), (ours, theirs)
+    t_step()
+    presk_grad = grads[1][0].raw(inputs)  # type: ignore[attr-defined]
+    assert len(presk_grad) == len(leaves)
+    for mine, leaf in zip(presk_grad, leaves, strict=True):
+        assert leaf.grad is not None
+        g = leaf.grad.numpy()
+        assert np.max(np.abs(mine.reshape(g.shape) - g)) <= 1e-3 * max(np.max(np.abs(g)), 1e-30)
+    for threads in (1, 2):
+        invoke = grads[threads][0].bind(inputs).invoke  # type: ignore[attr-defined]
+        torch.set_num_threads(threads)
+        invoke()
+        t_step()
+        native, eager = [], []
+        for _ in range(5):  # the sides alternate; each keeps its least median
+            native.append(median_time(invoke, 3))
+            eager.append(median_time(t_step, 3))
+        print(
+            f"mid MiniGPT loss gradient f32, {threads} thread(s): presk {min(native) * 1e3:.1f} "
+            f"ms, torch eager zero_grad+forward+backward {min(eager) * 1e3:.1f} ms: presk / "
+            f"torch {min(native) / min(eager):.2f}×  (goal ≤ 1.0×)"
+        )
+    torch.set_num_threads(1)
 
 
 def host_overhead() -> None:
@@ -252,6 +299,7 @@ def main() -> int:
     n = int(os.environ.get("PRESK_BENCH_N", "1024"))
     gemm(n)
     minigpt_vs_torch()
+    minigpt_grad_vs_torch()
     host_overhead()
     python_call_overhead()
     export_vs_native()

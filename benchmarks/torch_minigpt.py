@@ -1,8 +1,10 @@
-"""The tiny MiniGPT forward written in PyTorch, on presk's synthesized θ and ids.
+"""MiniGPT written in PyTorch, on presk's synthesized θ, ids and targets.
 
 Mirrors tests/examples/minigpt/minigpt.psk: token and position tables,
 pre-norm blocks (causal multi-head attention, a gelu perceptron), a final
-LayerNorm and the head. Used by benchmarks/native.py for the eager ratio.
+LayerNorm and the head; and train_minigpt.psk's loss, the mean
+cross-entropy. Used by benchmarks/native.py for the eager ratios: the
+forward, and zero_grad + forward + backward of the loss.
 """
 
 from __future__ import annotations
@@ -26,11 +28,46 @@ def _layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return (x - mu) / torch.sqrt(var + 1e-5) * g + b
 
 
+def _ids(tensor: Any) -> torch.Tensor:
+    return torch.tensor(np.array(tensor.data.tolist(), dtype=np.int64))
+
+
 def forward_from_presk(inputs: list[Any], consts: dict[str, int]) -> Callable[[], torch.Tensor]:
     """A closure computing the logits for presk's inputs (θ, ids)."""
     theta, ids_tensor = inputs
     p = {path: _param(leaf) for path, leaf in theta.leaves()}
-    ids = torch.tensor(np.array(ids_tensor.data.tolist(), dtype=np.int64))
+    return _forward(p, _ids(ids_tensor), consts)
+
+
+def loss_step_from_presk(
+    inputs: list[Any], consts: dict[str, int]
+) -> tuple[Callable[[], torch.Tensor], Callable[[], None], list[torch.Tensor]]:
+    """For presk's (θ, ids, targets): the loss, a training step's gradient work, the leaves.
+
+    The step is zero_grad, forward and `backward()`; the leaves are θ's in presk's order,
+    their `.grad` the gradient after a step.
+    """
+    theta, ids_tensor, targets_tensor = inputs
+    p = {path: _param(leaf).requires_grad_() for path, leaf in theta.leaves()}
+    forward = _forward(p, _ids(ids_tensor), consts)
+    targets = _ids(targets_tensor).reshape(-1)
+    leaves = list(p.values())
+
+    def loss() -> torch.Tensor:
+        logits = forward()
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets)
+
+    def step() -> None:
+        for leaf in leaves:
+            leaf.grad = None
+        loss().backward()
+
+    return loss, step, leaves
+
+
+def _forward(
+    p: dict[str, torch.Tensor], ids: torch.Tensor, consts: dict[str, int]
+) -> Callable[[], torch.Tensor]:
     heads = consts["H"]
     t = ids.shape[1]
     allowed = torch.tril(torch.ones(t, t, dtype=torch.bool))

@@ -168,76 +168,109 @@ def packed_adjoint(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
         return None
     kc = min(p.k, PANEL_BYTES // (width * size))
     carried = dtype == "bf16" and p.k > kc  # sums between blocks of K in scratch
-    mc = p.m
-    if carried:
-        mc = min(p.m, SUMS_BYTES // (width * size) // PACK_ROWS * PACK_ROWS)
-    panel = Buffer(scratch, arith, ((None, kc), (None, width)))
-    sums = Buffer(scratch + 1, arith, ((None, mc), (None, width)))
-    jb = names.loop()
-    cols = [
-        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
-        for c in range(vectors)
-    ]
-
-    def pack(k0: Index, kn: int) -> Stmt:
-        kp = names.loop()
-        if p.b_vector is not None:
-            return For(
-                kp,
-                kn,
-                tuple(
-                    ir.VStore(
-                        panel,
-                        (IVar(kp), IConst(c * lanes)),
-                        p.b_vector(_plus(k0, IVar(kp)), cols[c], lanes),
-                    )
-                    for c in range(vectors)
-                ),
-            )
-        # Transposed: read b's memory in order (along k), write the panel's columns.
-        jp = names.loop()
-        column = _plus(IBin(IntOp.MUL, IVar(jb), IConst(width)), IVar(jp))
-        copy = Store(panel, (IVar(kp), IVar(jp)), p.b(_plus(k0, IVar(kp)), column))
-        return For(jp, width, (For(kp, kn, (copy,)),))
-
-    def tiles(m0: Index, mn: int, k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
-        """Every row tile of the `mn` rows from `m0`, over the block of K at `k0`."""
-
-        def tile(r0: Index, rows: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
-            k = names.loop()
-            acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
-            in_chunk = [_plus(r0, IConst(r)) for r in range(rows)]
-            at_out = [[(_plus(m0, i), cols[c]) for c in range(vectors)] for i in in_chunk]
-            at_sums = [[(i, IConst(c * lanes)) for c in range(vectors)] for i in in_chunk]
-            home, home_at = (sums, at_sums) if carried else (p.out, at_out)
-            grid = [(r, c) for r in range(rows) for c in range(vectors)]
-            zero = tuple(ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes) for r, c in grid)
-            reload = tuple(
-                ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes) for r, c in grid
-            )
-            keep = tuple(ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)) for r, c in grid)
-            final = tuple(ir.VStore(p.out, at_out[r][c], ir.VVar(acc[r][c], lanes)) for r, c in grid)
-            a_rows = [p.a(_plus(m0, i), _plus(k0, IVar(k))) for i in in_chunk]
-            b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
-            step = tile_step(names, acc, a_rows, b_vectors)
-            finish = _choose(last, final, keep) if carried else final
-            return (*_choose(first, zero, reload), For(k, kn, step), *finish)
-
-        return blocked(names, mn, PACK_ROWS, tile)
-
-    def chunk(m0: Index, mn: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
-        def block(k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
-            return (pack(k0, kn), *tiles(m0, mn, k0, kn, first, last))
-
-        return blocked(names, p.k, kc, block)
-
-    body = blocked(names, p.m, mc, chunk)
-    if carried:
-        body = (ir.Scratch(sums, body),)
-    main: tuple[Stmt, ...] = (For(jb, panels, (ir.Scratch(panel, body),)),)
+    mc = min(p.m, SUMS_BYTES // (width * size) // PACK_ROWS * PACK_ROWS) if carried else p.m
+    form = _Form(
+        p,
+        names,
+        lanes,
+        vectors,
+        names.loop(),
+        Buffer(scratch, arith, ((None, kc), (None, width))),
+        Buffer(scratch + 1, arith, ((None, mc), (None, width))) if carried else None,
+    )
+    body = blocked(names, p.m, mc, form.chunk)
+    if form.sums is not None:
+        body = (ir.Scratch(form.sums, body),)
+    main: tuple[Stmt, ...] = (For(form.jb, panels, (ir.Scratch(form.panel, body),)),)
     if p.n % width:
         main = (*main, *_row_wise_columns(p, names, panels * width))
     return main
+
+
+@dataclass(frozen=True)
+class _Form:
+    """One packed form: the product, its vectors, the panel loop `jb` and its scratch.
+
+    `sums` holds bf16's running sums between blocks of K (None: the output holds them).
+    """
+
+    p: Product
+    names: Names
+    lanes: int
+    vectors: int
+    jb: str
+    panel: Buffer
+    sums: Buffer | None
+
+    def column(self, c: int) -> Index:
+        """The output column of vector `c` of the current panel."""
+        width = self.lanes * self.vectors
+        return IBin(
+            IntOp.ADD, IBin(IntOp.MUL, IVar(self.jb), IConst(width)), IConst(c * self.lanes)
+        )
+
+    def chunk(self, m0: Index, mn: int, _first: Cond, _last: Cond) -> tuple[Stmt, ...]:
+        """The `mn` rows from `m0` over every block of K."""
+
+        def block(k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
+            def tile(r0: Index, rows: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
+                return self.tile(
+                    m0, [_plus(r0, IConst(r)) for r in range(rows)], k0, kn, first, last
+                )
+
+            return (self.pack(k0, kn), *blocked(self.names, mn, PACK_ROWS, tile))
+
+        return blocked(self.names, self.p.k, self.panel.shape[0], block)
+
+    def pack(self, k0: Index, kn: int) -> Stmt:
+        """Copy b(k0 + kp, panel columns) into the panel for kp < kn."""
+        p, lanes, kp = self.p, self.lanes, self.names.loop()
+        if p.b_vector is not None:
+            copies = tuple(
+                ir.VStore(
+                    self.panel,
+                    (IVar(kp), IConst(c * lanes)),
+                    p.b_vector(_plus(k0, IVar(kp)), self.column(c), lanes),
+                )
+                for c in range(self.vectors)
+            )
+            return For(kp, kn, copies)
+        # Transposed: read b's memory in order (along k), write the panel's columns.
+        jp = self.names.loop()
+        width = self.panel.shape[1]
+        column = _plus(IBin(IntOp.MUL, IVar(self.jb), IConst(width)), IVar(jp))
+        copy = Store(self.panel, (IVar(kp), IVar(jp)), p.b(_plus(k0, IVar(kp)), column))
+        return For(jp, width, (For(kp, kn, (copy,)),))
+
+    def tile(
+        self, m0: Index, rows: list[Index], k0: Index, kn: int, first: Cond, last: Cond
+    ) -> tuple[Stmt, ...]:
+        """A register tile of rows m0 + rows[r] over the block of K at `k0`."""
+        lanes, k = self.lanes, self.names.loop()
+        grid = [(r, c) for r in range(len(rows)) for c in range(self.vectors)]
+        acc = [[f"v{r * self.vectors + c}" for c in range(self.vectors)] for r in range(len(rows))]
+        at_out = [[(_plus(m0, i), self.column(c)) for c in range(self.vectors)] for i in rows]
+        home, home_at = (self.p.out, at_out)
+        if self.sums is not None:
+            home = self.sums
+            home_at = [[(i, IConst(c * lanes)) for c in range(self.vectors)] for i in rows]
+
+        def vectors(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
+            return tuple(make(r, c) for r, c in grid)
+
+        zero = vectors(lambda r, c: ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes))
+        reload = vectors(
+            lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes)
+        )
+        keep = vectors(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
+        final = vectors(lambda r, c: ir.VStore(self.p.out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
+        a_rows = [self.p.a(_plus(m0, i), _plus(k0, IVar(k))) for i in rows]
+        b_vectors = [
+            ir.VLoad(self.panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(self.vectors)
+        ]
+        step = tile_step(self.names, acc, a_rows, b_vectors)
+        finish = final if self.sums is None else _choose(last, final, keep)
+        return (*_choose(first, zero, reload), For(k, kn, step), *finish)
 
 
 def _row_wise_columns(p: Product, names: Names, first: int) -> tuple[Stmt, ...]:

@@ -1,0 +1,98 @@
+"""The packed forms of a product's adjoints give the row-wise form's bits.
+
+dx = dy·wᵀ (`dot_vjp_l`) and dw = xᵀ·dy (`dot_vjp_r`) take register tiles
+over packed panels (presk/kernel/lower/adjoint_tiles.py); each output
+element still adds its terms one at a time in increasing index order from
+0, so the bytes must equal point zero's (`tiles=False`) in every type.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from test_native_bits import _bits, _compile, _setup
+
+from presk.kernel import ir
+from presk.kernel.text import kernel_text
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+PRODUCT = """dim B
+dim T
+dim K
+dim N
+fn f(x : ℝ[B, T, K], m : ℝ[K, N], w : ℝ[B, T, N]) -> ℝ[] = sum((x · m) * w)
+fn g(x : ℝ[B, T, K], m : ℝ[K, N], w : ℝ[B, T, N]) -> (ℝ[B, T, K], ℝ[K, N]) =
+  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
+"""
+
+# A right operand of two axes after the summed one: both adjoints flatten them.
+SEVERAL = """dim B
+dim K
+fn f(x : ℝ[B, K], m : ℝ[K, 3, 16], w : ℝ[B, 3, 16]) -> ℝ[] = sum((x · m) * w)
+fn g(x : ℝ[B, K], m : ℝ[K, 3, 16], w : ℝ[B, 3, 16]) -> (ℝ[B, K], ℝ[K, 3, 16]) =
+  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
+"""
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _packed_adjoints(case, dtype: str) -> set[str]:
+    """The adjoint kernels of the tiled build that took a packed (scratch) form."""
+    p = _compile(case, dtype)
+    return {k.name for _, k in p.host.kernels if k.name.startswith("dot_vjp") and _scratch(k)}
+
+
+def _scratch(kernel: ir.Kernel) -> bool:
+    return "scratch" in kernel_text(kernel)
+
+
+# dx is [B·T, K] summing N; dw is [K, N] summing B·T. Per shape, what it exercises, and
+# which adjoints are packed in every type:
+#   (2, 3, 64, 32)   whole row tiles and panels, one block of K
+#   (1, 1, 40, 48)   dx one row, 40 columns (whole panels, then row-wise columns); dw 40 rows
+#   (3, 200, 7, 40)  dw 7 rows (a tile of 3), K = 600 in blocks with a short last one
+#                    (bf16: sums carried in f32 scratch); dx only 7 columns: row-wise
+#   (5, 60, 64, 600) dx 300 rows, K = 600: bf16's sums in chunks of rows, a short last
+#   (2, 5, 1, 1)     one row and one column: narrower than a vector, both row-wise
+#   (2, 5, 33, 17)   dx 33 columns (panels of one vector and a tail), dw 33 rows, 17 columns
+SHAPES = [
+    ((2, 3, 64, 32), {"dot_vjp_l", "dot_vjp_r"}),
+    ((1, 1, 40, 48), {"dot_vjp_l", "dot_vjp_r"}),
+    ((3, 200, 7, 40), {"dot_vjp_r"}),
+    ((5, 60, 64, 600), {"dot_vjp_l", "dot_vjp_r"}),
+    ((2, 5, 1, 1), set()),
+    ((2, 5, 33, 17), {"dot_vjp_l", "dot_vjp_r"}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(("shape", "packed"), SHAPES, ids=[str(s) for s, _ in SHAPES])
+def test_packed_adjoints_give_the_row_wise_bits(tmp_path, dtype, shape, packed) -> None:
+    src = tmp_path / "product.psk"
+    src.write_text(PRODUCT)
+    b, t, k, n = shape
+    case = _setup(str(src), "g", {"B": b, "T": t, "K": k, "N": n})
+    assert _packed_adjoints(case, dtype) == packed
+    assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+def test_an_operand_of_several_axes_is_flattened_with_the_row_wise_bits(tmp_path, dtype) -> None:
+    src = tmp_path / "several.psk"
+    src.write_text(SEVERAL)
+    case = _setup(str(src), "g", {"B": 70, "K": 36})
+    assert _packed_adjoints(case, dtype) == {"dot_vjp_l", "dot_vjp_r"}
+    assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_the_minigpt_gradient_keeps_its_bits(dtype) -> None:
+    mini = {"V": 64, "D": 16, "H": 2, "L": 2}
+    case = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
+    assert _packed_adjoints(case, dtype) == {"dot_vjp_l", "dot_vjp_r"}
+    assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
