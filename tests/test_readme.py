@@ -28,6 +28,8 @@ SKIPPED = {
     "make conformance": "minutes: every primitive in three types",
     "make c-conformance": "minutes: every program on two compilers",
     "make libm-check": "minutes: 10⁶ inputs per function",
+    "make tutorial": "tests/test_tutorial.py runs the same commands against their goldens",
+    "make fuzz": "minutes: ten times the fuzz test of make test",
 }
 
 # What a command must print (beyond exiting 0), where the README promises it.
