@@ -96,3 +96,42 @@ def test_the_minigpt_gradient_keeps_its_bits(dtype) -> None:
     case = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
     assert _packed_adjoints(case, dtype) == {"dot_vjp_l", "dot_vjp_r"}
     assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
+
+
+# Attention's two eins and their four adjoints, each a product per (batch, heads) element;
+# where the output's last axis is the left operand's (dv = aᵀ·dy), the operands trade roles.
+ATTENTION = """dim B
+dim T
+dim E
+type Q = ℝ[batch: B, heads: 2, seq: T, hd: E]
+fn attend(q : Q, k : Q, v : Q) -> Q =
+  let s = ein[batch, heads, seq, seq2](q * k)
+  ein[batch, heads, seq, hd](s * v)
+fn f(q : Q, k : Q, v : Q, w : Q) -> ℝ[] = sum(attend(q, k, v) * w)
+fn g(q : Q, k : Q, v : Q, w : Q) -> (Q, Q, Q) =
+  (grad(λ q. f(q, k, v, w))(q), grad(λ k. f(q, k, v, w))(k), grad(λ v. f(q, k, v, w))(v))
+"""
+
+EINS = ["ein", "ein", "ein_vjp_l", "ein_vjp_l", "ein_vjp_r", "ein_vjp_r"]
+
+
+# (2, 40, 24): 40 rows (whole tiles), 40 or 24 columns (a panel and row-wise columns);
+# (1, 3, 16): one batch, three rows (a short tile), three columns (row-wise: ein s and dq);
+# (2, 300, 32): K = 300 past one block (bf16: carried sums in chunks of rows).
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(
+    ("dims", "eins"),
+    [
+        ((2, 40, 24), EINS),
+        ((1, 3, 16), ["ein", "ein_vjp_l", "ein_vjp_r", "ein_vjp_r"]),
+        ((2, 300, 32), EINS),
+    ],
+)
+def test_attention_eins_give_the_row_wise_bits(tmp_path, dtype, dims, eins) -> None:
+    src = tmp_path / "attention.psk"
+    src.write_text(ATTENTION)
+    b, t, e = dims
+    case = _setup(str(src), "g", {"B": b, "T": t, "E": e})
+    p = _compile(case, dtype)
+    assert sorted(k.name for _, k in p.host.kernels if _scratch(k)) == eins
+    assert _bits(case, dtype) == _bits(case, dtype, tiles=False)

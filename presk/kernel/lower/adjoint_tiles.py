@@ -1,17 +1,22 @@
-"""The packed forms of a product's adjoints: dy·wᵀ and xᵀ·dy as register-tiled panels.
+"""Packed products beyond `dot`: its two adjoints and the batched eins, as register tiles.
 
-Both adjoints are matrix products out[i, j] = Σ_k A(i, k)·B(k, j) over views of
-their buffers. For `dot_vjp_l`, A is dy (rows × the summed columns) and B is
-wᵀ, copied into the panel transposed; for `dot_vjp_r`, A is xᵀ (read as
-x[k, i], four adjacent elements a step) and B is dy, whose rows are the
-summed axis (batch × seq, flattened) and copy as vectors. Every output
-element is one lane of one accumulator that starts at 0 and adds its terms
-one at a time in increasing k, as the row-wise form (`contract`) does: a
-value stored and reloaded between blocks of K is exact (f32, f64; bf16's
-sums wait in an f32 scratch and are rounded once), so the bits are the
-row-wise form's. Edges keep those bits too: the last block of K may be
-short, the last row tile has fewer rows, and columns past the last whole
-panel take the row-wise sum itself.
+Each is a matrix product out[i, j] = Σ_k A(i, k)·B(k, j) over views of its
+buffers (`Product`). For `dot_vjp_l`, A is dy (rows × the summed columns)
+and B is wᵀ, copied into the panel transposed; for `dot_vjp_r`, A is xᵀ
+(read as x[k, i], four adjacent elements a step) and B is dy, whose rows
+are the summed axis (batch × seq, flattened) and copy as vectors. An ein
+whose names are batch names, one row, one column and one summed name (the
+attention scores and their weighted sum, and their adjoints) is such a
+product per batch element, inside loops over the batch names.
+
+Every output element is one lane of one accumulator that starts at 0 and
+adds its terms one at a time in increasing k, each term's operands in the
+order the row-wise form (`contract`) writes them: a value stored and
+reloaded between blocks of K is exact (f32, f64; bf16's sums wait in an
+f32 scratch and are rounded once), so the bits are the row-wise form's.
+Edges keep those bits too: the last block of K may be short, the last row
+tile has fewer rows, and columns past the last whole panel take the
+row-wise sum itself. Narrower than one vector, a product stays row-wise.
 """
 
 from __future__ import annotations
@@ -70,7 +75,10 @@ class Product:
     a: Callable[[Index, Index], Load]
     b: Callable[[Index, Index], Load]
     b_vector: Callable[[Index, Index, int], ir.VLoad] | None
-    out: Buffer  # the output viewed as [m, n]
+    out: Buffer  # its last axis the product's columns
+    out_at: Callable[[Index, Index], tuple[Index, ...]] = lambda i, j: (i, j)
+    batch: tuple[tuple[str, int], ...] = ()  # loops around the product: (variable, size)
+    swapped: bool = False  # the source writes each term b(k, j)·a(i, k)
 
 
 def view(buffer: Buffer, cut: int) -> Buffer:
@@ -113,6 +121,67 @@ def vjp_r_product(a: Buffer, ct: Buffer, out: Buffer) -> Product:
     )
 
 
+def ein_product(
+    names: Names,
+    out: Buffer,
+    out_names: list[str],
+    a: Buffer,
+    a_names: list[str],
+    b: Buffer,
+    b_names: list[str],
+    swapped: bool = False,
+) -> Product | None:
+    """`contract`'s sum as a batched product, or None where it is not one.
+
+    It is one when the names are the batch names (in all three), one row name
+    (out and a), one column name (out and b, out's last axis) and one summed
+    name (a and b): for each batch element, out[i, j] = Σ_k a[i, k]·b[k, j],
+    with k increasing as `contract` sums it. Where out's last axis is a's
+    name, the operands trade roles (`swapped`: each term keeps its order).
+    """
+    if not swapped and out_names and out_names[-1] in a_names and out_names[-1] not in b_names:
+        return ein_product(names, out, out_names, b, b_names, a, a_names, swapped=True)
+    if any(len(set(ns)) != len(ns) for ns in (out_names, a_names, b_names)):
+        return None
+    batch = [n for n in out_names if n in a_names and n in b_names]
+    rows = [n for n in out_names if n in a_names and n not in b_names]
+    cols = [n for n in out_names if n in b_names and n not in a_names]
+    summed = [n for n in a_names if n not in out_names]
+    if len(rows) != 1 or len(cols) != 1 or len(summed) != 1 or out_names[-1] != cols[0]:
+        return None
+    if (
+        set(b_names) != {*batch, *cols, *summed}
+        or set(a_names) != {*batch, *rows, *summed}
+        or set(out_names) != {*batch, *rows, *cols}
+    ):
+        return None
+    (i_name,), (j_name,), (k_name,) = rows, cols, summed
+    var = {n: names.loop() for n in batch}
+
+    def at(buffer_names: list[str], roles: dict[str, Index]) -> tuple[Index, ...]:
+        return tuple(roles[n] if n in roles else IVar(var[n]) for n in buffer_names)
+
+    size = dict(zip(a_names, a.shape, strict=True)) | dict(zip(b_names, b.shape, strict=True))
+    b_vector = None
+    if b_names[-1] == j_name:
+
+        def b_vector(k: Index, j: Index, lanes: int) -> ir.VLoad:
+            return ir.VLoad(b, at(b_names, {k_name: k, j_name: j}), lanes)
+
+    return Product(
+        m=size[i_name],
+        n=size[j_name],
+        k=size[k_name],
+        a=lambda i, k: Load(a, at(a_names, {i_name: i, k_name: k})),
+        b=lambda k, j: Load(b, at(b_names, {k_name: k, j_name: j})),
+        b_vector=b_vector,
+        out=out,
+        out_at=lambda i, j: at(out_names, {i_name: i, j_name: j}),
+        batch=tuple((var[n], size[n]) for n in batch),
+        swapped=swapped,
+    )
+
+
 def _plus(base: Index, offset: Index) -> Index:
     if base == IConst(0):
         return offset
@@ -146,7 +215,7 @@ def blocked(names: Names, total: int, size: int, make: Block) -> tuple[Stmt, ...
     return tuple(out)
 
 
-def packed_adjoint(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] | None:
+def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] | None:
     """The packed register-tiled form of `p`, or None where no whole vector of columns fits.
 
     For each panel of 2·lanes columns (the outer, split loop), each block of
@@ -184,6 +253,8 @@ def packed_adjoint(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
     main: tuple[Stmt, ...] = (For(form.jb, panels, (ir.Scratch(form.panel, body),)),)
     if p.n % width:
         main = (*main, *_row_wise_columns(p, names, panels * width))
+    for var, bound in reversed(p.batch):
+        main = (For(var, bound, main),)
     return main
 
 
@@ -249,7 +320,9 @@ class _Form:
         lanes, k = self.lanes, self.names.loop()
         grid = [(r, c) for r in range(len(rows)) for c in range(self.vectors)]
         acc = [[f"v{r * self.vectors + c}" for c in range(self.vectors)] for r in range(len(rows))]
-        at_out = [[(_plus(m0, i), self.column(c)) for c in range(self.vectors)] for i in rows]
+        at_out = [
+            [self.p.out_at(_plus(m0, i), self.column(c)) for c in range(self.vectors)] for i in rows
+        ]
         home, home_at = (self.p.out, at_out)
         if self.sums is not None:
             home = self.sums
@@ -268,7 +341,7 @@ class _Form:
         b_vectors = [
             ir.VLoad(self.panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(self.vectors)
         ]
-        step = tile_step(self.names, acc, a_rows, b_vectors)
+        step = tile_step(self.names, acc, a_rows, b_vectors, self.p.swapped)
         finish = final if self.sums is None else _choose(last, final, keep)
         return (*_choose(first, zero, reload), For(k, kn, step), *finish)
 
@@ -278,10 +351,11 @@ def _row_wise_columns(p: Product, names: Names, first: int) -> tuple[Stmt, ...]:
     i, j, k = names.loop(), names.loop(), names.loop()
     acc = names.scalar()
     column = _plus(IConst(first), IVar(j))
-    term = Bin(BinOp.MUL, p.a(IVar(i), IVar(k)), p.b(IVar(k), column))
+    pair = (p.a(IVar(i), IVar(k)), p.b(IVar(k), column))
+    term = Bin(BinOp.MUL, pair[1], pair[0]) if p.swapped else Bin(BinOp.MUL, *pair)
     body = (
         Let(acc, ZERO),
         For(k, p.k, (Let(acc, Bin(BinOp.ADD, Var(acc), term)),)),
-        Store(p.out, (IVar(i), column), Var(acc)),
+        Store(p.out, p.out_at(IVar(i), column), Var(acc)),
     )
     return (For(i, p.m, (For(j, p.n - first, body),)),)

@@ -6,7 +6,8 @@ scalar and is rounded once). `ein` and the adjoints are one contraction
 rule: out[names] = Σ a·b over the names not in the output, which run
 row-major in their order in the left operand, as the reference's ein.
 With `Names.tiles`, a plain matrix product takes a tiled form of the same
-bits (tiles.py), and so do the two adjoints of a product (adjoint_tiles.py).
+bits (tiles.py), and so do the two adjoints of a product and an ein that is
+a batched matrix product (adjoint_tiles.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from presk.kernel.ir import (
     Store,
     Var,
 )
-from presk.kernel.lower.adjoint_tiles import packed_adjoint, vjp_l_product, vjp_r_product
+from presk.kernel.lower.adjoint_tiles import (
+    ein_product,
+    packed_product,
+    vjp_l_product,
+    vjp_r_product,
+)
 from presk.kernel.lower.base import ZERO, Launch, Names, Step, nest
 from presk.kernel.lower.tiles import (
     LANES,
@@ -111,11 +117,19 @@ def contract(
     a_names: list[str],
     b: Buffer,
     b_names: list[str],
+    scratch: int | None = None,
 ) -> tuple[Stmt, ...]:
     """out[out_names] = Σ a[a_names]·b[b_names] over the names not in the output.
 
     The summed names enumerate row-major in their order in `a`, as the reference's ein.
+    Given a `scratch` index and `Names.tiles`, a batched matrix product takes the
+    packed form (adjoint_tiles.py), with the same bits.
     """
+    if scratch is not None and names.tiles and _one_type(out, a, b):
+        product = ein_product(names, out, out_names, a, a_names, b, b_names)
+        packed = None if product is None else packed_product(product, names, scratch)
+        if packed is not None:
+            return packed
     sizes: dict[str, int] = {}
     for buf, ns in ((a, a_names), (b, b_names)):
         for n, (_, s) in zip(ns, buf.axes, strict=True):
@@ -149,9 +163,8 @@ def ein(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
     a_names = [str(n) for n, _ in a.axes]
-    return contract(
-        names, launch.output, out_names, a, a_names, b, _relabelled(b, step.attrs.get("relabel"))
-    )
+    b_names = _relabelled(b, step.attrs.get("relabel"))
+    return contract(names, launch.output, out_names, a, a_names, b, b_names, _scratch(launch))
 
 
 def ein_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
@@ -159,9 +172,8 @@ def ein_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(ct, Buffer) and isinstance(b, Buffer) and isinstance(a, Buffer)
     ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
     a_names = [str(n) for n, _ in a.axes]
-    return contract(
-        names, launch.output, a_names, ct, ct_names, b, _relabelled(b, step.attrs.get("relabel"))
-    )
+    b_names = _relabelled(b, step.attrs.get("relabel"))
+    return contract(names, launch.output, a_names, ct, ct_names, b, b_names, _scratch(launch))
 
 
 def ein_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
@@ -170,7 +182,7 @@ def ein_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
     b_names = _relabelled(b, step.attrs.get("relabel"))
     a_names = [str(n) for n, _ in a.axes]
-    return contract(names, launch.output, b_names, ct, ct_names, a, a_names)
+    return contract(names, launch.output, b_names, ct, ct_names, a, a_names, _scratch(launch))
 
 
 def dot_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
@@ -178,7 +190,7 @@ def dot_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(ct, Buffer) and isinstance(b, Buffer)
     out = launch.output
     if names.tiles and _one_type(ct, b, out):
-        packed = packed_adjoint(vjp_l_product(ct, b, out), names, _scratch(launch))
+        packed = packed_product(vjp_l_product(ct, b, out), names, _scratch(launch))
         if packed is not None:
             return packed
     lead = [f"l{i}" for i in range(len(out.axes) - 1)]
@@ -191,7 +203,7 @@ def dot_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(ct, Buffer) and isinstance(a, Buffer)
     out = launch.output
     if names.tiles and _one_type(a, ct, out):
-        packed = packed_adjoint(vjp_r_product(a, ct, out), names, _scratch(launch))
+        packed = packed_product(vjp_r_product(a, ct, out), names, _scratch(launch))
         if packed is not None:
             return packed
     lead = [f"l{i}" for i in range(len(a.axes) - 1)]

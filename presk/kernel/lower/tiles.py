@@ -252,9 +252,17 @@ def dot_packed(
 
 
 def tile_step(
-    names: Names, acc: list[list[str]], a_rows: list[Load], b_vectors: list[ir.VLoad]
+    names: Names,
+    acc: list[list[str]],
+    a_rows: list[Load],
+    b_vectors: list[ir.VLoad],
+    swapped: bool = False,
 ) -> tuple[Stmt, ...]:
-    """One step in k of a register tile: acc[r][c] += splat(a_rows[r]) * b_vectors[c]."""
+    """One step in k of a register tile: acc[r][c] += splat(a_rows[r]) * b_vectors[c].
+
+    `swapped` writes the product's operands the other way round, as the
+    reference's term is written (equal values, and equal NaN payloads too).
+    """
     lanes = b_vectors[0].lanes
     loads = [f"w{c}" for c in range(len(b_vectors))]
     step: list[Stmt] = [ir.VLet(w, v, lanes) for w, v in zip(loads, b_vectors, strict=True)]
@@ -262,7 +270,8 @@ def tile_step(
         s = names.scalar()
         step.append(Let(s, a_at))
         for c, w in enumerate(loads):
-            term = ir.VBin(VecOp.MUL, ir.Splat(Var(s), lanes), ir.VVar(w, lanes))
+            pair = (ir.Splat(Var(s), lanes), ir.VVar(w, lanes))
+            term = ir.VBin(VecOp.MUL, pair[1], pair[0]) if swapped else ir.VBin(VecOp.MUL, *pair)
             step.append(
                 ir.VLet(acc[r][c], ir.VBin(VecOp.ADD, ir.VVar(acc[r][c], lanes), term), lanes)
             )
