@@ -175,3 +175,17 @@ def test_deep_programs_run_natively(tmp_path) -> None:
         reference = run_presk("run", str(path), "--entry", entry)
         assert native[0] == 0 and reference[0] == 0, native[2] + reference[2]
         assert native[1].startswith("ℝ[3] = ")
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "export"])
+def test_a_failing_compiler_is_one_line(command: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PRESK_CC", "false")
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path / "cache"))
+    argv = [command, "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "batch=2"]
+    argv += {"run": ["--backend", "native"], "bench": ["--native-only"]}.get(command, [])
+    if command == "export":
+        argv += ["-o", str(tmp_path / "out")]
+    code, out, err = run_presk(*argv)
+    assert code == 1 and out == ""
+    assert err.startswith(f"presk {command}: ") and "internal error" not in err
+    assert not (tmp_path / "out").exists()

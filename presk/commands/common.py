@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NoReturn
 
+from presk.build.errors import BuildError, CacheError, LoadError
 from presk.diagnostics import (
     CommandError,
     Diagnostic,
@@ -197,6 +198,12 @@ def guard(command: str, body: Callable[[], int]) -> int:
         return 2
     except RunError as error:
         return run_error(error)
+    except (CacheError, LoadError) as error:
+        sys.stderr.write(f"presk {command}: {error}\n")
+        return 1
+    except BuildError as error:
+        sys.stderr.write(f"presk {command}: the C compiler failed: {error}\n")
+        return 1
     except RecursionError:
         sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
         return 1

@@ -126,7 +126,6 @@ def _evaluate(
     bits: int,
     digits: int,
 ) -> int:
-    from presk.build.compile import BuildError
     from presk.host.program import HostError, HostRunError
     from presk.interp.reference import RunError
 
@@ -147,8 +146,6 @@ def _evaluate(
             raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
         except HostRunError as error:
             raise RunError(str(error)) from None
-        except BuildError as error:
-            raise RunError(f"the C compiler failed: {error}") from None
     env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
     types = [subst(ty, env) for _, ty, _ in info.params]
     # Drawn once as arrays: the native call takes them as they are; the reference (and
