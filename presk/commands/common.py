@@ -78,9 +78,13 @@ def file_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def entry_args(parser: argparse.ArgumentParser) -> None:
+def entry_args(parser: argparse.ArgumentParser, repeatable: bool = False) -> None:
+    """`--entry` (a list of the entries given when `repeatable`) and `--dim`."""
     parser.add_argument(
-        "--entry", help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`"
+        "--entry",
+        action="append" if repeatable else "store",
+        help="the function to evaluate, e.g. `attend` or `Linear{3, 2}.apply`"
+        + ("; repeatable with --mode library" if repeatable else ""),
     )
     parser.add_argument(
         "--dim",

@@ -24,6 +24,7 @@ from presk.export.c import ExportPlan
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs
 from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
+from presk.types.check import CheckedProgram
 
 NAME = "export"
 HELP = "Export a program to another framework, or an entry as a C program"
@@ -34,12 +35,16 @@ LATER_TARGETS = ("pytorch", "onnx")
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export = sub.add_parser(NAME, help=HELP, description=HELP)
     file_args(export)
-    entry_args(export)
+    entry_args(export, repeatable=True)
     export.add_argument("--target", default="c", help="c (a standalone C program)")
     export.add_argument(
         "--mode",
         default="program",
-        help="program (default): the entry as one program; scop: each nest alone, at point zero",
+        help="program (default): the entry as one program; scop: each nest alone, at point "
+        "zero; library: the entries as libNAME.a, libNAME.so and NAME.h",
+    )
+    export.add_argument(
+        "--name", default=None, help="--mode library: the library's NAME (default: the file's stem)"
     )
     export.add_argument(
         "--realize", default="f64", help="f64 (default), f32, bf16 or @FILE (a JSON realization)"
@@ -68,10 +73,15 @@ def _export(args: argparse.Namespace) -> int:
     if args.target not in TARGETS:
         raise UsageError(f"--target {args.target}: expected c (later: pytorch, onnx)")
     refuse_later_flags(args)
-    if args.mode not in ("program", "scop"):
-        raise UsageError(f"--mode {args.mode}: expected program or scop")
+    if args.mode not in ("program", "scop", "library"):
+        raise UsageError(f"--mode {args.mode}: expected program, scop or library")
     if args.entry is None:
         raise UsageError("--entry is required")
+    entries: list[str] = args.entry
+    if args.mode != "library" and len(entries) > 1:
+        raise UsageError("--entry is given more than once: several entries need --mode library")
+    if args.mode != "library" and args.name is not None:
+        raise UsageError("--name names a library: give --mode library")
     if args.output is None:
         raise UsageError("-o DIR is required")
     realization = realization_of(args.realize)
@@ -83,7 +93,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.mode == "scop" and threads != 1:
         raise UsageError("--mode scop writes each nest at one worker: drop --threads")
     checked, _ = front_end(args.file, const_overrides(args.const))
-    chosen = choose_entry(checked, args.entry, args.dim)
+    if args.mode == "library":
+        return _library(args, checked, entries, realization, threads)
+    chosen = choose_entry(checked, entries[0], args.dim)
     try:
         if args.mode == "scop":
             plan = _scop(args, chosen, realization)
@@ -149,3 +161,76 @@ def _program(
             args.output,
         )
     )
+
+
+def _library(
+    args: argparse.Namespace,
+    checked: CheckedProgram,
+    entries: list[str],
+    realization: Realization,
+    threads: int,
+) -> int:
+    """`--mode library`: each entry compiled as the native backend runs it, in one library."""
+    from presk.export.c import ExportError, export_banner
+    from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
+    from presk.export.write import check_target, write_plan
+    from presk.host.program import HostError
+
+    try:
+        name = library_name(args.name, args.file)
+        check_target(args.output)
+        if len(entries) > 1:
+            _unused_dims(checked, entries, args.dim)
+        compiled = []
+        for text in entries:
+            chosen = _library_entry(checked, text, args.dim, len(entries) > 1)
+            dims, prefix = chosen.binding.dims, chosen.binding.shown_prefix
+            info = chosen.entry.info
+            assert info.ret is not None
+            entry = compile_entry(
+                chosen.checked,
+                chosen.entry,
+                chosen.binding,
+                realization,
+                threads,
+                banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
+            )
+            output_type = concrete_type(info.ret, dims, prefix)
+            compiled.append(LibraryEntry(entry, chosen.entry.text, dims, output_type))
+        request = CLibrary(name, tuple(compiled), args.file, args.realize, threads, args.output)
+        plan = plan_library(request)
+        write_plan(plan, args.output, ", ".join(entries))
+    except ExportError as error:
+        sys.stderr.write(f"presk export: {error}\n")
+        return 1
+    except HostError as error:
+        sys.stderr.write(f"presk export: not built yet: {error}\n")
+        return 2
+    sys.stdout.write(plan.summary + "\n")
+    return 0
+
+
+def _library_entry(checked: CheckedProgram, text: str, dims: list[str], several: bool) -> Chosen:
+    """One `--entry` of a library; of several, each takes the `--dim`s it has.
+
+    A `--dim` that no entry has is refused by the first entry's binding."""
+    if not several:
+        return choose_entry(checked, text, dims)
+    from presk.entries import find_entry, has_open_prefix
+
+    info = find_entry(checked, text).info
+    known = set(info.dims) | set(info.file.dims)
+    mine = [d for d in dims if has_open_prefix(info) or d.partition("=")[0].strip() in known]
+    return choose_entry(checked, text, mine)
+
+
+def _unused_dims(checked: CheckedProgram, entries: list[str], dims: list[str]) -> None:
+    """Refuse, as the first entry's binding does, a `--dim` none of several entries has."""
+    from presk.entries import find_entry, has_open_prefix
+
+    infos = [find_entry(checked, text).info for text in entries]
+    if any(has_open_prefix(info) for info in infos):
+        return
+    known = {d for info in infos for d in (*info.dims, *info.file.dims)}
+    if any(d.partition("=")[0].strip() not in known for d in dims):
+        choose_entry(checked, entries[0], dims)
