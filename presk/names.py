@@ -204,6 +204,9 @@ def hint(name: str) -> str:
     return "".join(out).strip("_") or "fn"
 
 
+_SPLICE = re.compile(r"\\(?=[ \t\f\v]*(?:\n|\Z))")
+
+
 def comment(text: str, newlines: bool = False) -> str:
     """Text that can sit inside `/* */` whatever the program named things.
 
@@ -212,11 +215,14 @@ def comment(text: str, newlines: bool = False) -> str:
     backslash never ends a line, so no splice joins `*` and `/`; unprintable
     characters (newlines too, unless `newlines`) become `?`.
     """
+    text = "".join(ch if ch.isprintable() or (newlines and ch == "\n") else "?" for ch in text)
+    # Compilers splice a backslash followed by blanks and a newline, so such a
+    # backslash (or one at the very end) is no backslash at all.
+    text = _SPLICE.sub("?", text)
     text = text.replace("*/", "* /").replace("/*", "/ *")
     while "??" in text:
         text = text.replace("??", "? ?")
-    text = text.replace("\\\n", "\\ \n")
-    return "".join(ch if ch.isprintable() or (newlines and ch == "\n") else "?" for ch in text)
+    return text
 
 
 def c_string(text: str) -> str:

@@ -214,3 +214,26 @@ def test_such_names_export_and_check(program: Path, tmp_path: Path) -> None:
         built = subprocess.run(check, capture_output=True, text=True, check=False)
         assert built.returncode == 0, built.stdout + built.stderr
         assert "warning" not in built.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab*/\\?? \t\n\x0b\x0c=(")), max_size=40))
+def test_no_comment_text_closes_splices_or_forms_a_trigraph(text: str) -> None:
+    for newlines in (False, True):
+        body = names.comment(text, newlines=newlines)
+        assert "*/" not in body and "/*" not in body and "??" not in body
+        assert not re.search(r"\\[ \t\f\v]*(\n|$)", body), repr(body)
+
+
+def test_a_splicing_directory_name_exports_and_checks(tmp_path: Path) -> None:
+    if shutil.which("cc") is None or shutil.which("make") is None:
+        pytest.skip("no C compiler or make")
+    odd = tmp_path / "y*\\\n"
+    odd.mkdir()
+    source = odd / "f.psk"
+    source.write_text("fn f(x : ℝ[3]) -> ℝ[3] = x * 2\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, _, err = run_presk("export", str(source), "--entry", "f", "-o", str(out))
+    assert code == 0, err
+    made = subprocess.run(["make", "-s", "-C", str(out), "model"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
