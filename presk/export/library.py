@@ -39,8 +39,19 @@ LIBRARY_RUNTIME = (
 )
 
 # What NAME.h defines besides the entries' names: NAME_<suffix>.
-_FIXED = ("H", "API", "VERSION", "REALIZATION", "ctx", "key", "arena_bytes", "create")
-_FIXED += ("destroy", "version", "realization")
+_FIXED = [
+    "H",
+    "API",
+    "VERSION",
+    "REALIZATION",
+    "ctx",
+    "key",
+    "arena_bytes",
+    "create",
+    "destroy",
+    "version",
+    "realization",
+]
 _ENTRY_SUFFIXES = ("in", "out", "call", "arena_bytes")
 
 
@@ -316,11 +327,11 @@ def plan_library(request: CLibrary) -> ExportPlan:
     )
     for relative in LIBRARY_RUNTIME:
         files[os.path.basename(relative)] = resources.read(relative)
-    kernels = sum(len(e.compiled.host.kernels) for e in entries)
+    count = sum(len(e.compiled.host.kernels) for e in entries)
     summary = (
         f"presk export: library `{name}` of {len(entries)} "
         f"entr{'y' if len(entries) == 1 else 'ies'} ({listed}) at {at} in {request.realize}: "
-        f"{kernels} kernels, an arena of {arena} bytes, into {request.directory}; "
+        f"{count} kernels, an arena of {arena} bytes, into {request.directory}; "
         f"`make -C {sh_word(request.directory)}` builds lib{name}.a and lib{name}.so"
     )
     return ExportPlan(files, summary)
