@@ -17,6 +17,19 @@ def memory_bytes() -> int:
         return 1 << 40  # a platform that does not say: only absurd sizes are refused
 
 
+def size_text(n: int) -> str:
+    """A byte count for a message, in binary units: `23.5 GiB`; exact integers only, so a
+    count of any size prints (`1.2e+400 bytes` past the units)."""
+    units = (("EiB", 60), ("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
+    if n >= 1 << 70:
+        digits = str(n)
+        return f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1} bytes"
+    for unit, shift in units:
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
 def cores() -> int:
     """The machine's cores (the default number of native workers)."""
     return os.cpu_count() or 1

@@ -32,7 +32,7 @@ from presk.entries import Binding, Entry
 from presk.host.program import HostProgram, HTensor, HValue, record
 from presk.host.realization import Realization
 from presk.interp.reference import RunError
-from presk.machine import memory_bytes
+from presk.machine import memory_bytes, size_text
 from presk.types.check import CheckedProgram, check_program
 
 Remat = Literal["store", "recompute"]
@@ -194,17 +194,10 @@ def _budget(state: Compilation) -> Compilation:
     available = memory_bytes()
     if needed > available:
         raise RunError(
-            f"one call of `{state.request.entry.text}` needs {_size(needed)} "
-            f"(arena, inputs and outputs); this machine has {_size(available)}"
+            f"one call of `{state.request.entry.text}` needs {size_text(needed)} "
+            f"(arena, inputs and outputs); this machine has {size_text(available)}"
         )
     return state
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit} ({n} bytes)"
-    return f"{n} bytes"
 
 
 def _print(state: Compilation) -> Compilation:

@@ -14,7 +14,6 @@ two composed. Sizes are checked from the types before anything is allocated.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -29,6 +28,7 @@ from presk.elab.ty import Tensor as TensorT
 from presk.interp import rng
 from presk.interp.reference import RunError, Tree, Value
 from presk.interp.tensor import Axis, Tensor
+from presk.machine import memory_bytes, size_text
 from presk.syntax import ast
 from presk.types.scope import param_leaves
 
@@ -118,35 +118,21 @@ def _input_bytes(tensors: list[tuple[Elem, int]]) -> int:
     return sum(count * (1 if elem == Elem.BOOL else 8) for elem, count in tensors)
 
 
-def physical_memory() -> int | None:
-    """This machine's physical memory in bytes, when the system says."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _bytes_text(n: int) -> str:
-    for unit, scale in (
-        ("EB", 10**18),
-        ("PB", 10**15),
-        ("TB", 10**12),
-        ("GB", 10**9),
-        ("MB", 10**6),
-    ):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} bytes"
+def _count(n: int) -> str:
+    if n < 10**18:
+        return f"{n:,}"
+    digits = str(n)
+    return f"{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
 
 
 def check_fits(elements: int, needed: int, what: str) -> None:
     """Refuse (RunError) when `needed` bytes for `elements` elements exceed physical memory."""
-    memory = physical_memory()
-    if memory is None or needed <= memory:
+    memory = memory_bytes()
+    if needed <= memory:
         return
     raise RunError(
-        f"the inputs hold {elements:,} elements ({_bytes_text(needed)} {what}); "
-        f"this machine has {memory / 2**30:.1f} GiB of memory"
+        f"the inputs hold {_count(elements)} elements ({size_text(needed)} {what}); "
+        f"this machine has {size_text(memory)} of memory"
     )
 
 
