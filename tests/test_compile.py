@@ -189,3 +189,21 @@ def test_a_failing_compiler_is_one_line(command: str, tmp_path, monkeypatch) -> 
     assert code == 1 and out == ""
     assert err.startswith(f"presk {command}: ") and "internal error" not in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "entry, dims",
+    [
+        ("Linear{0, 0}.apply", ["batch=0"]),
+        ("Linear{0, 4}.apply", ["batch=4"]),
+        ("Linear{4, 0}.apply", ["batch=4"]),
+        ("Linear{3, 2}.apply", ["batch=0"]),
+    ],
+)
+def test_zero_sizes_run_natively(entry: str, dims: list[str]) -> None:
+    argv = ["run", "tutorial/01_linear.psk", "--entry", entry]
+    argv += [f for d in dims for f in ("--dim", d)]
+    native = run_presk(*argv, "--backend", "native")
+    reference = run_presk(*argv)
+    assert native[0] == 0 and reference[0] == 0, native[2] + reference[2]
+    assert native[1].split(" = ")[0] == reference[1].split(" = ")[0]

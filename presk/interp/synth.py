@@ -118,7 +118,7 @@ def _input_bytes(tensors: list[tuple[Elem, int]]) -> int:
     return sum(count * (1 if elem == Elem.BOOL else 8) for elem, count in tensors)
 
 
-def _count(n: int) -> str:
+def _many(n: int) -> str:
     if n < 10**18:
         return f"{n:,}"
     digits = str(n)
@@ -131,7 +131,7 @@ def check_fits(elements: int, needed: int, what: str) -> None:
     if needed <= memory:
         return
     raise RunError(
-        f"the inputs hold {_count(elements)} elements ({size_text(needed)} {what}); "
+        f"the inputs hold {_many(elements)} elements ({size_text(needed)} {what}); "
         f"this machine has {size_text(memory)} of memory"
     )
 

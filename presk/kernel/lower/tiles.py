@@ -146,8 +146,8 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
     lanes = VECTOR_BYTES // size
     width = lanes * PACK_VECTORS
     (m, k), n = a.shape, b.shape[1]
-    if m % PACK_ROWS or n % width:
-        return None
+    if 0 in (m, n, k) or m % PACK_ROWS or n % width:
+        return None  # an empty product is the row-wise form's (no panel to fill)
     kc = _k_block(k, PANEL_BYTES // (width * size))
     if kc is None:
         return None
