@@ -301,6 +301,25 @@ def test_two_entries_in_one_library(tmp_path: Path) -> None:
     assert lib.mlp_arena_bytes() == max(lib.mlp_mse_arena_bytes(), lib.mlp_mse_grad_arena_bytes())
 
 
+def test_one_function_at_two_type_arguments(tmp_path: Path) -> None:
+    """Both instances have one native symbol: the library renames each entry's own."""
+    source, dims = LINEAR[0], {"batch": 2}
+    entries = ["Linear{3, 2}.apply", "Linear{4, 2}.apply"]
+    out = tmp_path / "lib"
+    export(out, source, entries, dims, "f64", "--name", "lin")
+    make(out)
+    calls, expected = [], {}
+    for tag, entry in zip("ab", entries, strict=True):
+        compiled, buffers, expected[tag] = native(source, entry, dims, "f64")
+        write_inputs(out, tag, buffers)
+        prefix = "lin_" + entry.replace("{", "_").replace(", ", "_").replace("}.", "_")
+        calls.append(c_call(prefix, "lin", compiled, tag))
+    main = C_MAIN.format(includes='#include "lin.h"', calls="\n".join(calls))
+    run_program(out, "cc", main, ["-I.", "liblin.a"])
+    for tag in expected:
+        same_bits(out, tag, expected[tag])
+
+
 def test_split_launches_build_with_openmp(tmp_path: Path) -> None:
     source, entry, dims = "tutorial/03_attention.psk", "attend", {"B": 4, "T": 32}
     out = tmp_path / "lib"

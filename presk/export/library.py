@@ -106,8 +106,10 @@ def _entry_names(name: str, texts: list[str]) -> list[str]:
         return [name]
     prefixes = []
     for text in texts:
-        short = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_") or "entry"
-        prefixes.append(f"{name}_{short if names.is_plain(short) else names.escaped((text,))}")
+        # Punctuation of ASCII entries (`Linear{3, 2}.apply`) reads as `_`; other text escapes.
+        short = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+        plain = text.isascii() and names.is_plain(short)
+        prefixes.append(f"{name}_{short if plain else names.escaped((text,))}")
     return prefixes
 
 
@@ -126,7 +128,7 @@ class _EntryText:
     text: str
     prefix: str
     call: str
-    symbol: str
+    symbol: str  # the native symbol, renamed in the library to be the entry's alone
     comment: str
     in_fields: list[str]
     out_fields: list[str]
@@ -169,7 +171,7 @@ def _entry_text(name: str, prefix: str, index: int, entry: LibraryEntry) -> _Ent
         markdown(entry.entry_text),
         prefix,
         call,
-        unit.symbol,
+        f"{unit.symbol}_{index}",
         comment,
         in_fields,
         out_fields,
@@ -186,9 +188,9 @@ def _check_names(name: str, entries: list[_EntryText]) -> None:
     defined = [f"{name}_{s}" for s in _FIXED]
     for e in entries:
         # One entry's prefix is NAME: NAME_arena_bytes is then its own.
-        defined += [f"{e.prefix}_{s}" for s in _ENTRY_SUFFIXES if f"{e.prefix}_{s}" not in defined]
-    symbols = [e.symbol for e in entries]
-    if len(set(defined)) != len(defined) or len(set(symbols)) != len(symbols):
+        own = [x for x in _ENTRY_SUFFIXES if e.prefix != name or x != "arena_bytes"]
+        defined += [f"{e.prefix}_{x}" for x in own]
+    if len(set(defined)) != len(defined):
         raise ExportError("two entries give the library the same C names: name each entry once")
     macros = {f"{name}_{s}" for s in ("H", "API", "VERSION", "REALIZATION")}
     for e in entries:
@@ -242,7 +244,8 @@ def plan_library(request: CLibrary) -> ExportPlan:
     texts = [_entry_text(name, prefix, i, entry) for i, (prefix, entry) in pairs]
     _check_names(name, texts)
     env = _env()
-    at = ", ".join(f"{k} = {v}" for k, v in entries[0].dims.items()) or "its shapes"
+    common = {k: v for k, v in entries[0].dims.items() if all(e.dims.get(k) == v for e in entries)}
+    at = ", ".join(f"{k} = {v}" for k, v in common.items()) or "their shapes"
     listed = ", ".join(e.entry_text for e in entries)
     banner = names.comment(
         f"{request.source}: library {name} of {listed} at {at} in {request.realize} "
@@ -258,7 +261,9 @@ def plan_library(request: CLibrary) -> ExportPlan:
         files[header] = env.get_template("library/entry.h.j2").render(
             banner=unit.banner,
             name=name,
-            guard=unit.symbol.upper() + "_H",
+            guard=f"PRESK_LIB_ENTRY{i}_H",
+            native=unit.symbol,
+            renamed=texts[i].symbol,
             interface=unit.interface,
         )
         files[source] = env.get_template("library/entry.c.j2").render(
@@ -271,7 +276,7 @@ def plan_library(request: CLibrary) -> ExportPlan:
         files[kernels] = env.get_template("library/kernels.c.j2").render(
             banner=unit.banner, includer=source, kernels=unit.kernels
         )
-        headers.append(header)
+        headers.append((header, unit.symbol))
         objects.append(f"{name}_entry{i}.o")
         rules.append({"target": objects[-1], "sources": f"{source} {kernels}", "source": source})
     for runtime in ("presk_rng", "presk_libm"):
@@ -295,7 +300,8 @@ def plan_library(request: CLibrary) -> ExportPlan:
         entries=texts,
     )
     split = any(e.compiled.host.splits for e in entries)
-    all_headers = [f"{name}.h", *headers, "presk_rt.h", "presk_rng.h", "presk_libm.h"]
+    all_headers = [f"{name}.h", *(h for h, _ in headers), "presk_rt.h", "presk_rng.h"]
+    all_headers.append("presk_libm.h")
     files["Makefile"] = env.get_template("library/Makefile.j2").render(
         banner=make_comment(banner),
         name=make_word(name),
