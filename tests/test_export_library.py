@@ -348,8 +348,8 @@ def test_readme_example_builds_and_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "code", "message"),
     [
-        (["--entry", "pick", "--name", "9lives"], 1, "--name '9lives': expected a C identifier"),
-        (["--entry", "pick", "--name", "presk_x"], 1, "expected a C identifier"),
+        (["--entry", "pick", "--name", "9lives"], 2, "--name '9lives': expected a C identifier"),
+        (["--entry", "pick", "--name", "presk_x"], 2, "expected a C identifier"),
         (["--entry", "pick", "--entry", "pick"], 1, "the same C names"),
         (["--entry", "pick", "--dim", "Q=2"], 2, "--dim Q: `pick` has no dimension `Q`"),
     ],

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from presk import __version__, names, resources
 from presk.backends.native import CompiledEntry
 from presk.cgen.program import _env
+from presk.diagnostics import UsageError
 from presk.dtypes import Dtype
 from presk.export.c import ExportError, ExportPlan
 from presk.export.escape import make_comment, make_word, markdown, sh_word
@@ -85,7 +86,7 @@ def library_name(flag: str | None, source: str) -> str:
     """
     if flag is not None:
         if not names.is_plain(flag) or not flag.isascii():
-            raise ExportError(
+            raise UsageError(
                 f"--name {flag!r}: expected a C identifier of letters, digits and single "
                 "underscores, not starting with a digit or `_`, not a C keyword or `presk_…`"
             )
@@ -96,7 +97,7 @@ def library_name(flag: str | None, source: str) -> str:
     if name[:1].isdigit():
         name = "psk_" + name
     if not names.is_plain(name):
-        raise ExportError(f"{source}: its stem makes no library name: give --name NAME")
+        raise UsageError(f"{source}: its stem makes no library name: give --name NAME")
     return name
 
 
@@ -128,7 +129,7 @@ class _EntryText:
     text: str
     prefix: str
     call: str
-    symbol: str  # the native symbol, renamed in the library to be the entry's alone
+    symbol: str  # the entry's symbol in the library: the native one and `_K`
     comment: str
     in_fields: list[str]
     out_fields: list[str]
