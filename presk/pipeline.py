@@ -26,6 +26,7 @@ from presk.build.load import Library, load
 from presk.cgen.program import Unit, print_unit
 from presk.core import ir
 from presk.diagnostics import CommandError, Sink, UsageError
+from presk.dtypes import Dtype
 from presk.elab.program import LoadError, Program, UnknownConstant
 from presk.elab.program import load as load_program
 from presk.entries import Binding, Entry
@@ -180,9 +181,6 @@ def _record(state: Compilation) -> Compilation:
     return replace(state, host=host)
 
 
-_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "i64": 8}
-
-
 # No entry this machine cannot hold is compiled: its arena and its buffers
 # are counted before anything is allocated.
 def _budget(state: Compilation) -> Compilation:
@@ -190,7 +188,7 @@ def _budget(state: Compilation) -> Compilation:
     host = state.host
     tensors = [leaf for _, leaf in host.inputs if isinstance(leaf, HTensor)]
     tensors += [leaf for _, leaf in host.outputs]
-    needed = host.arena_bytes + sum(leaf.size * _BYTES[leaf.dtype] for leaf in tensors)
+    needed = host.arena_bytes + sum(leaf.size * Dtype(leaf.dtype).size for leaf in tensors)
     available = memory_bytes()
     if needed > available:
         raise RunError(

@@ -28,8 +28,8 @@ import numpy.typing as npt
 
 from presk.build.load import Library
 from presk.cgen.program import Unit
-from presk.data.format import bf16_to_f32, f32_to_bf16
 from presk.diagnostics import UsageError
+from presk.dtypes import Dtype, bf16_to_f32, f32_to_bf16
 from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue
 from presk.host.realization import Realization
 from presk.interp import rng
@@ -39,12 +39,10 @@ from presk.interp.tensor import Axis, Kind, Tensor
 REALIZATIONS = ("f64", "f32", "bf16")
 
 
-# One bf16 rounding for the whole project: the data format's (and the runtime's in C).
+# One bf16 rounding for the whole project: presk/dtypes.py's (and the runtime's in C).
 to_bf16 = f32_to_bf16
 from_bf16 = bf16_to_f32
 
-
-_NUMPY = {"f64": np.float64, "f32": np.float32, "bf16": np.uint16, "i64": np.int64}
 
 # What a host tree holds: arrays, records as dicts (or reference trees), tuples, keys.
 HostArg = Any
@@ -257,7 +255,7 @@ def _plan(layouts: tuple[HValue, ...]) -> tuple[list[_Leaf], list[tuple[Access, 
         match layout:
             case HTensor(_, dtype, axes):
                 shape = tuple(s for _, s in axes)
-                kind = np.dtype(_NUMPY[dtype])
+                kind = np.dtype(Dtype(dtype).numpy)
                 strides = np.zeros(shape, dtype=kind).strides if 0 not in shape else ()
                 leaves.append(_Leaf(at, False, shape, kind, strides))
             case HKey():
@@ -363,7 +361,7 @@ class CompiledEntry:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_plan", _plan(self.layouts))
         outputs = [
-            (name, ctype, tuple(s for _, s in leaf.axes), _NUMPY[leaf.dtype])
+            (name, ctype, tuple(s for _, s in leaf.axes), Dtype(leaf.dtype).numpy)
             for name, ctype, leaf in self.unit.outputs
         ]
         object.__setattr__(self, "_outputs", outputs)
@@ -422,7 +420,7 @@ class CompiledEntry:
         c_out = ffi.new(f"{self.unit.symbol}_out *")
         outs: list[npt.NDArray[Any]] = []
         for name, ctype, leaf in self.unit.outputs:
-            array = np.zeros(tuple(s for _, s in leaf.axes), dtype=_NUMPY[leaf.dtype])
+            array = np.zeros(tuple(s for _, s in leaf.axes), dtype=Dtype(leaf.dtype).numpy)
             outs.append(array)
             setattr(c_out, name, ffi.cast(ctype, ffi.from_buffer(array)))
         entry = getattr(lib, self.unit.symbol)

@@ -14,7 +14,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gmpy2
 import numpy as np
@@ -22,11 +21,11 @@ import numpy as np
 from presk import __version__, resources
 from presk.backends.native import CompiledEntry
 from presk.cgen.program import Unit, _env
+from presk.core import ir
 from presk.dtypes import Dtype
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HKey, HTensor
 from presk.interp import rng
-from presk.core import ir
 from presk.interp.reference import Tree, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.tensor import Tensor

@@ -22,18 +22,16 @@ import numpy as np
 import numpy.typing as npt
 
 from presk import __version__, resources
-from presk.backends.native import host_value
 from presk.build.compile import build
 from presk.build.load import load, pointer
 from presk.cgen.c_printer import C_STORAGE, _Printer, kernel_c, safe_comment
 from presk.cgen.program import KEY_CDEF, _env, c_name, runtime_text
 from presk.cgen.scop import nest_c, nest_prototype
-from presk.data.format import f32_to_bf16
+from presk.dtypes import Dtype, f32_to_bf16
 from presk.export.c import ExportPlan
 from presk.export.escape import make_comment, make_word, markdown, sh_word
-from presk.host.program import record
+from presk.host.program import HostProgram
 from presk.interp import rng
-from presk.interp.reference import Value
 from presk.kernel import ir
 from presk.kernel import scop as kscop
 
@@ -44,7 +42,6 @@ RUNTIME_FILES = (
     "libm/musl/presk_libm.h",
     "libm/musl/presk_libm.c",
 )
-_NUMPY = {"f64": np.float64, "f32": np.float32, "bf16": np.uint16, "i64": np.int64}
 _DRAW_CODE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "i64": "I64"}
 
 
@@ -63,12 +60,8 @@ class Nest:
         return not self.reasons
 
 
-def nests_of(
-    module: Any, entry: str, dims: dict[str, int], inputs: list[Value], dtype: str
-) -> list[Nest]:
-    """The distinct kernels of the entry at point zero, in order of first launch."""
-    args = [host_value(v, dtype) for v in inputs]
-    host = record(module, entry, dims, args, dtype, threads=1, tiles=False)
+def nests_of(host: HostProgram) -> list[Nest]:
+    """The distinct kernels of an entry recorded at point zero, in order of first launch."""
     out: list[Nest] = []
     taken: set[str] = set()
     for kernel_name, kernel in host.kernels:
@@ -203,7 +196,9 @@ def native_hashes(nests: list[Nest]) -> list[list[int]]:
                 args.append(key)
                 continue
             args.append(pointer(ffi, np.ascontiguousarray(value), C_STORAGE[buffer.dtype]))
-        outputs = [np.zeros(max(b.size, 1), dtype=_NUMPY[b.dtype]) for b in nest.kernel.outputs]
+        outputs = [
+            np.zeros(max(b.size, 1), dtype=Dtype(b.dtype).numpy) for b in nest.kernel.outputs
+        ]
         for b, array in zip(nest.kernel.outputs, outputs, strict=True):
             args.append(pointer(ffi, array, C_STORAGE[b.dtype], writable=True))
         getattr(lib, f"presk_nest{n}")(*args)
@@ -259,17 +254,16 @@ def _driver_nest(nest: Nest, hashes: list[int]) -> dict[str, object]:
 
 
 def plan_scop(
-    module: Any,
-    entry_name: str,
+    host: HostProgram,
     entry_text: str,
     source: str,
     dims: dict[str, int],
-    inputs: list[Value],
     dtype: str,
     directory: str,
 ) -> ExportPlan:
-    """Everything `--mode scop` writes, computed before any file is touched."""
-    nests = nests_of(module, entry_name, dims, inputs, dtype)
+    """Everything `--mode scop` writes for an entry recorded at point zero, before any
+    file is touched."""
+    nests = nests_of(host)
     hashes = native_hashes(nests)
     at = ", ".join(f"{k} = {v}" for k, v in dims.items())
     banner = (

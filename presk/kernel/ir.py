@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
-# Element types of buffers; `arith` gives the type arithmetic happens in.
-DTYPES = ("f64", "f32", "bf16", "i64")
+from presk.dtypes import Dtype
 
 
 def arith(dtype: str) -> str:
-    """The arithmetic type of a storage type: bf16 computes in f32."""
-    return "f32" if dtype == "bf16" else dtype
+    """The arithmetic type of a storage type: bf16 computes in f32 (presk/dtypes.py)."""
+    return str(Dtype(dtype).arith)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.kernel.ir import (
     Buffer,
@@ -41,7 +42,7 @@ PACK_ROWS = 4
 PACK_VECTORS = 2
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
-ELEMENT_BYTES = {"f64": 8, "f32": 4}
+ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
 
 
 def dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ...]:
