@@ -92,6 +92,13 @@ def _export(args: argparse.Namespace) -> int:
     threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
     if args.mode == "scop" and threads != 1:
         raise UsageError("--mode scop writes each nest at one worker: drop --threads")
+    from presk.export.write import check_target
+
+    try:
+        check_target(args.output)  # refused before any work, as write_plan would refuse it
+    except ExportError as error:
+        sys.stderr.write(f"presk export: {error}\n")
+        return 1
     checked, _ = front_end(args.file, const_overrides(args.const))
     if args.mode == "library":
         return _library(args, checked, entries, realization, threads)
