@@ -125,3 +125,22 @@ def test_data_files_round_trip_through_the_api(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         presk.data.write(path, [np.zeros(3), np.zeros(4)], type="ℝ[3]")
     assert os.path.exists(path)
+
+
+def test_dlpack_only_arrays_are_arguments() -> None:
+    class OnlyDLPack:
+        """An array of another library that speaks DLPack and nothing else."""
+
+        def __init__(self, array: np.ndarray) -> None:
+            self._array = array
+
+        def __dlpack__(self, **kwargs: object) -> object:
+            return self._array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return self._array.__dlpack_device__()
+
+    prog = presk.load("tutorial/01_linear.psk")
+    linear = prog.entry("Linear{3, 2}.apply", dims={"batch": 4})
+    theta, x = linear.inputs()
+    assert np.array_equal(linear(theta, OnlyDLPack(x)), linear(theta, x))

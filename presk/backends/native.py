@@ -132,8 +132,11 @@ def from_reference(value: Value) -> HostArg:
 def _storage(value: HostArg, leaf: HTensor, where: str) -> npt.NDArray[Any]:
     """An argument leaf as the contiguous buffer C reads: shape checked, type converted."""
     try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as error:
+        if hasattr(value, "__dlpack__") and not hasattr(value, "__array__"):
+            array = np.from_dlpack(value)  # a tensor of another library, without a copy
+        else:
+            array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError, BufferError) as error:
         raise UsageError(f"{where}: not an array ({error})") from None
     shape = tuple(s for _, s in leaf.axes)
     if array.shape != shape:
