@@ -123,7 +123,6 @@ def test_threads_give_the_same_bits(tmp_path, dtype, n, m) -> None:
 def test_example_entries_same_bits_on_one_and_two_threads() -> None:
     mini = {"V": 64, "D": 16, "H": 2, "L": 2}
     case = _setup("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, mini)
-    dims = {"B": 2, "T": 8}
     one = _bits(case, "f32", 1)
     assert one == _bits(case, "f32", 2)
 
