@@ -23,6 +23,7 @@ from presk.ad.reverse import NotDifferentiable, differentiate
 from presk.backends.native import CompiledEntry, layout_of_type
 from presk.build.compile import build
 from presk.build.load import Library, load
+from presk.cgen.host import PrintOptions
 from presk.cgen.program import Unit, print_unit
 from presk.core import ir
 from presk.diagnostics import CommandError, Sink, UsageError
@@ -132,6 +133,7 @@ class Request:
     remat: Remat = "store"
     banner: str = ""
     tiles: bool = True  # False: point zero, every contraction row-wise (export --mode scop)
+    profile: bool = False  # each launch timed (bench --by-kernel); the same bits
 
     @property
     def dims(self) -> dict[str, int]:
@@ -202,7 +204,8 @@ def _print(state: Compilation) -> Compilation:
     request = state.request
     assert state.host is not None
     names = ["theta" if name == "θ" else name for name, _, _ in request.entry.info.params]
-    unit = print_unit(state.host, request.entry.info.name, names, request.banner)
+    options = PrintOptions(profile=request.profile)
+    unit = print_unit(state.host, request.entry.info.name, names, request.banner, options)
     return replace(state, unit=unit)
 
 

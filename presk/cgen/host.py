@@ -7,6 +7,7 @@ comments (through `names.comment`) and as the hints inside generated names.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from presk import names
@@ -15,6 +16,51 @@ from presk.dtypes import Dtype
 from presk.host import ir as h
 
 INDENT = "    "
+
+
+@dataclass(frozen=True)
+class PrintOptions:
+    """How the host program is printed; the default is the ordinary C text, byte for byte.
+
+    `profile` wraps each launch in two reads of `presk__clock()` (see Note [Profile]).
+    """
+
+    profile: bool = False
+
+
+@dataclass(frozen=True)
+class ProfiledLaunch:
+    """Launch `index` of an instrumented unit: its kernel, its function, the site before it."""
+
+    index: int
+    kernel: str
+    function: str  # the Presk function's name
+    site: str  # the `fn/%N` of the last site comment before it in its body ("" if none)
+
+
+@dataclass
+class Profiler:
+    """The launches numbered so far while one unit is printed (its `presk__prof_*` indices)."""
+
+    launches: list[ProfiledLaunch] = field(default_factory=list)
+    function: str = ""
+    site: str = ""
+
+    def number(self, kernel: str) -> int:
+        i = len(self.launches)
+        self.launches.append(ProfiledLaunch(i, kernel, self.function, self.site))
+        return i
+
+
+# Note [Profile]
+# ~~~~~~~~~~~~~~
+# An instrumented unit (`presk bench --by-kernel`) is the same C text with
+# each launch statement between two reads of the monotonic clock; the
+# difference is added to `presk__prof_ns[i]` and `presk__prof_calls[i]`
+# counted, i the launch's index in print order. Nothing a kernel reads or
+# writes changes, so the outputs keep their bits. A split launch is timed
+# around its whole parallel region, by the thread that enters it. The
+# counters are static: an instrumented entry is timed from one thread.
 
 
 def c_type(dtype: str) -> str:
@@ -67,6 +113,18 @@ def _args(ptrs: tuple[h.Ptr, ...]) -> str:
     return ", ".join(ptr(p) for p in ptrs)
 
 
+def _timed(lines: list[str], i: int) -> list[str]:
+    """A launch's lines between two clock reads, its time added to counter `i`."""
+    return [
+        "{",
+        "    int64_t presk__t0 = presk__clock();",
+        *(INDENT + line if not line.startswith("#") else line for line in lines),
+        f"    presk__prof_ns[{i}] += presk__clock() - presk__t0;",
+        f"    presk__prof_calls[{i}] += 1;",
+        "}",
+    ]
+
+
 def _launch(s: h.Launch) -> list[str]:
     if s.split is None:
         return [f"{s.kernel}({_args(s.args)});"]
@@ -98,14 +156,18 @@ def _loop_head(s: h.Fold) -> str:
             assert_never(s.order)
 
 
-def stmt(s: h.Stmt) -> list[str]:
-    """The C lines of one statement, unindented."""
+def stmt(s: h.Stmt, profiler: Profiler | None = None) -> list[str]:
+    """The C lines of one statement, unindented; with a profiler, each launch timed."""
     match s:
         case h.Site(where, name):
+            if profiler is not None:
+                profiler.site = where
             site = where + (f" ({name})" if name else "")
             return [f"/* {names.comment(site)} */"]
         case h.Launch():
-            return _launch(s)
+            if profiler is None:
+                return _launch(s)
+            return _timed(_launch(s), profiler.number(s.kernel))
         case h.Call(callee, frame, args):
             parts = [f"frame + {frame}", "threads", *(ptr(a) for a in args)]
             return [f"{callee}({', '.join(parts)});"]
@@ -115,14 +177,19 @@ def stmt(s: h.Stmt) -> list[str]:
             t = c_type(dtype)
             return [f"{{ {t} *swap = {first}; {first} = {second}; {second} = swap; }}"]
         case h.Fold(_, _, _, body):
-            inner = [INDENT + line for b in body for line in stmt(b)]
+            inner = [INDENT + line for b in body for line in stmt(b, profiler)]
             return [_loop_head(s), *inner, "}"]
         case _:
             assert_never(s)
 
 
-def function_c(fn: h.Function) -> str:
-    """One function instance as a `static` C function under its source's name."""
+def function_c(fn: h.Function, profiler: Profiler | None = None) -> str:
+    """One function instance as a `static` C function under its source's name.
+
+    With a profiler (an instrumented unit), its launches are timed and numbered there.
+    """
+    if profiler is not None:
+        profiler.function, profiler.site = fn.source, ""
     params = ["char *frame", "int threads"]
     params += [param(p) for p in fn.params]
     params += [f"{c_type(p.dtype)} *{p.name}" for p in fn.outputs if p.dtype is not None]
@@ -138,6 +205,6 @@ def function_c(fn: h.Function) -> str:
             params=", ".join(params),
             unused=unused,
             locals=[local(d) for d in fn.locals],
-            body=[line for s in fn.body for line in stmt(s)],
+            body=[line for s in fn.body for line in stmt(s, profiler)],
         )
     )

@@ -15,7 +15,7 @@ from functools import cache
 
 from presk import __version__, names, resources
 from presk.cgen.c_printer import kernel_c
-from presk.cgen.host import function_c
+from presk.cgen.host import PrintOptions, ProfiledLaunch, Profiler, function_c
 from presk.cgen.templates import env
 from presk.dtypes import Dtype
 from presk.host.program import HKey, HostProgram, HTensor
@@ -66,16 +66,51 @@ class Unit:
     functions: tuple[str, ...] = ()
     interface: str = ""
     entry: str = ""
+    # An instrumented unit's launches, by counter index (PrintOptions.profile).
+    profile: tuple[ProfiledLaunch, ...] = ()
 
 
-def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: str) -> Unit:
+# An instrumented unit reads the monotonic clock, which strict C11's <time.h>
+# declares only for POSIX: the macro goes before the first include.
+_PROFILE_PREFIX = "#define _POSIX_C_SOURCE 199309L\n"
+
+
+def _profile_text(launches: int) -> str:
+    """The clock and the counters of an instrumented unit (Note [Profile])."""
+    n = max(launches, 1)
+    return (
+        "/* --- profile --- */\n"
+        "#include <time.h>\n"
+        "static inline int64_t presk__clock(void) {\n"
+        "    struct timespec t;\n"
+        "    clock_gettime(CLOCK_MONOTONIC, &t);\n"
+        "    return (int64_t)t.tv_sec * 1000000000 + (int64_t)t.tv_nsec;\n"
+        "}\n"
+        f"static int64_t presk__prof_ns[{n}];\n"
+        f"static int64_t presk__prof_calls[{n}];\n"
+    )
+
+
+# The ordinary C text: what every command but `bench --by-kernel` prints.
+PLAIN = PrintOptions()
+
+
+def print_unit(
+    host: HostProgram,
+    entry: str,
+    param_names: list[str],
+    banner: str,
+    options: PrintOptions = PLAIN,
+) -> Unit:
     """The whole translation unit of a recorded entry.
 
     Fields are named after the entry's parameters (`host.params`, as the
     program spells them; θ reads `theta`) and the leaves' paths, through
     `names.fields`, injective and clear of C's and the runtime's names;
     `param_names` (the same names, as the caller spells them) are used only
-    where the recording did not keep them.
+    where the recording did not keep them. With `options.profile`, each
+    launch is timed (Note [Profile] in presk/cgen/host.py) and
+    `<symbol>__profile` hands out the counters.
     """
     symbol = names.entry_symbol(entry)
     params = host.params or tuple(param_names)
@@ -119,19 +154,35 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
     )
     banner_text = names.comment(f"{banner} (presk {__version__})", newlines=True)
     kernels = tuple(kernel_c(k, name) for name, k in host.kernels)
-    functions = tuple(function_c(f) for f in host.functions)
+    profiler = Profiler() if options.profile else None
+    functions = tuple(function_c(f, profiler) for f in host.functions)
+    runtime = runtime_text()
+    if profiler is not None:
+        n = len(profiler.launches)
+        runtime += "\n" + _profile_text(n)
+        # Declared in the interface, so C and cffi see one prototype.
+        interface += f"int64_t {symbol}__profile(int64_t **ns, int64_t **calls);\n"
+        entry_c += (
+            f"int64_t {symbol}__profile(int64_t **ns, int64_t **calls) {{\n"
+            "    *ns = presk__prof_ns;\n"
+            "    *calls = presk__prof_calls;\n"
+            f"    return {n};\n"
+            "}\n"
+        )
     text = (
         env()
         .get_template("unit.c.j2")
         .render(
             banner=banner_text,
-            runtime=runtime_text(),
+            runtime=runtime,
             kernels=kernels,
             functions=functions,
             interface=interface,
             entry=entry_c,
         )
     )
+    if profiler is not None:
+        text = _PROFILE_PREFIX + text
     cdef = (
         "typedef struct presk_arena { char *base; size_t size; int threads; } presk_arena;\n"
         + KEY_CDEF
@@ -150,6 +201,7 @@ def print_unit(host: HostProgram, entry: str, param_names: list[str], banner: st
         functions,
         interface,
         entry_c,
+        tuple(profiler.launches) if profiler is not None else (),
     )
 
 

@@ -5,6 +5,13 @@ Rows: `interp B bits` (the reference at --bits, 64 by default), then
 (5 by default) on the same synthesized inputs; the native inputs are
 converted to their buffers before the timing, so a row times one foreign
 call of the compiled entry. The speedup is against the first row.
+
+`--by-kernel` times one native build instead (f32, or `--realize`): the same
+C text with each launch between two clock reads (Note [Profile] in
+presk/cgen/host.py). It prints each kernel's time per call, the sites that
+launch it (`fn/%N`, as `dump --stage core` names them) and its share of the
+time in launches, then the sites by time, and checks that the instrumented
+build's outputs are the plain build's, byte for byte.
 """
 
 from __future__ import annotations
@@ -14,24 +21,33 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gmpy2
+import numpy as np
+import numpy.typing as npt
 
+from presk.backends.native import CompiledEntry
+from presk.cgen.host import ProfiledLaunch
 from presk.commands.common import (
+    Chosen,
     choose_entry,
     const_overrides,
     entry_args,
     file_args,
     guard,
     later_flag,
+    realization_of,
     refuse_later_flags,
     threads_of,
 )
+from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
+from presk.host.program import HostProgram
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
 from presk.interp.synth import draw_inputs
-from presk.pipeline import compile_entry, core_module, front_end
+from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
 
 NAME = "bench"
 HELP = "Time an entry on every backend"
@@ -45,6 +61,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument("--bits", default="64", help="precision of the reference row (default 64)")
     bench.add_argument("--threads", default=None, help="native workers (default: the cores)")
     bench.add_argument("--native-only", action="store_true", help="skip the reference row")
+    bench.add_argument(
+        "--by-kernel",
+        action="store_true",
+        help="time each kernel and site of one native build, by an instrumented build",
+    )
+    bench.add_argument(
+        "--realize", default=None, help="the realization --by-kernel times (default f32)"
+    )
     later_flag(bench, "--plan", "a row timed under a layout plan")
     later_flag(bench, "--calibrate", "fit the roofline of each kernel")
     later_flag(bench, "--profile", "time with a calibrated profile")
@@ -74,6 +98,10 @@ def _bench(args: argparse.Namespace) -> int:
     chosen = choose_entry(checked, args.entry, args.dim)
     info, dims = chosen.entry.info, chosen.binding.dims
     drawn = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
+    if args.by_kernel:
+        return _by_kernel(chosen, args.realize or "f32", threads, repeat, drawn)
+    if args.realize is not None:
+        raise UsageError("--realize chooses the build of --by-kernel; give both or neither")
     rows: list[tuple[str, list[float]]] = []
     if not args.native_only:
         interp = reference_interpreter(core_module(checked))
@@ -105,3 +133,132 @@ def _bench(args: argparse.Namespace) -> int:
         out.append(f"{label:<20}{median * 1e3:>11.3f}{min(times) * 1e3:>13.3f}{speedup:>9.1f}x")
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+# ---------------------------------------------------------------- --by-kernel
+
+
+def _counters(compiled: CompiledEntry) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The instrumented build's counters, as arrays over its static storage (writable)."""
+    ffi, lib = compiled.library.ffi, compiled.library.lib
+    ns, calls = ffi.new("int64_t **"), ffi.new("int64_t **")
+    n = int(getattr(lib, f"{compiled.unit.symbol}__profile")(ns, calls))
+    assert n == len(compiled.unit.profile)
+
+    def view(p: Any) -> npt.NDArray[np.int64]:
+        return np.frombuffer(ffi.buffer(p[0], 8 * max(n, 1)), dtype=np.int64)[:n]
+
+    return view(ns), view(calls)
+
+
+def site_of(launch: ProfiledLaunch, host: HostProgram) -> str:
+    """The `fn/%N` of a launch: the site comment before it, unless the recording says
+    otherwise (a launch of a function's result follows its last site's comment)."""
+    sites = host.sites.get(launch.kernel, [])
+    if launch.site in sites:
+        return launch.site
+    result = f"{launch.function}/result"
+    if result in sites or not sites:
+        return result
+    return sites[0] if len(sites) == 1 else launch.site or result
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise CommandError(f"the {what} build returned {status} (its arena is too small)")
+
+
+def profile_rows(
+    compiled: CompiledEntry, ns: npt.NDArray[np.int64], calls: npt.NDArray[np.int64], repeat: int
+) -> tuple[list[tuple[str, list[str], float, float]], list[tuple[str, list[str], float, float]]]:
+    """Kernels and sites by time: (name, what it covers, launches per call, ms per call)."""
+    kernels: dict[str, tuple[list[str], int, int]] = {}
+    sites: dict[str, tuple[list[str], int, int]] = {}
+    for launch in compiled.unit.profile:
+        site = site_of(launch, compiled.host)
+        t, c = int(ns[launch.index]), int(calls[launch.index])
+        for table, key, other in ((kernels, launch.kernel, site), (sites, site, launch.kernel)):
+            covers, total, count = table.get(key, ([], 0, 0))
+            table[key] = ([*covers, other] if other not in covers else covers, total + t, count + c)
+
+    def rows(
+        table: dict[str, tuple[list[str], int, int]],
+    ) -> list[tuple[str, list[str], float, float]]:
+        out = [
+            (k, covers, count / repeat, t / repeat / 1e6) for k, (covers, t, count) in table.items()
+        ]
+        return sorted(out, key=lambda row: (-row[3], row[0]))
+
+    return rows(kernels), rows(sites)
+
+
+def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: list[Any]) -> int:
+    realization = realization_of(realize)
+    if realization is None:
+        return 1
+    banner = f"bench {chosen.entry.text}"
+    request = Request(
+        chosen.checked,
+        chosen.entry,
+        chosen.binding,
+        realization,
+        threads,
+        banner=banner,
+        profile=True,
+    )
+    state = run_back_end(request)
+    assert state.unit is not None and state.host is not None and state.library is not None
+    assert state.layouts is not None
+    profiled = CompiledEntry(
+        state.unit, state.host, state.library, realization, threads, state.layouts
+    )
+    plain = compile_entry(
+        chosen.checked, chosen.entry, chosen.binding, realization, threads, banner=banner
+    )
+    timed, reference = profiled.bind(drawn), plain.bind(drawn)
+    _check(timed.invoke(), "instrumented")  # the first call touches the arena's pages
+    _check(reference.invoke(), "plain")
+    plain_times = _time(reference.invoke, repeat)
+    ns, calls = _counters(profiled)
+    ns[:] = 0
+    calls[:] = 0
+    wall = _time(timed.invoke, repeat)
+    ns, calls = ns.copy(), calls.copy()
+    same = all(
+        a.tobytes() == b.tobytes() for a, b in zip(timed.outputs, reference.outputs, strict=True)
+    )
+    kernels, sites = profile_rows(profiled, ns, calls, repeat)
+    total = sum(ms for *_, ms in kernels)
+    wall_ms = statistics.median(wall) * 1e3
+
+    def share(ms: float) -> str:
+        return f"{100 * ms / total:.1f}" if total > 0 else "-"
+
+    out = [
+        f"{chosen.entry.text} in {realize}, {threads} worker{'s' if threads > 1 else ''}: "
+        f"{len(profiled.unit.profile)} launch statements, {len(kernels)} kernels; "
+        f"{repeat} calls after a warm-up",
+        f"{'kernel':<12}{'launches':>10}{'ms/call':>11}{'share %':>9}  sites",
+    ]
+    for name, covers, count, ms in kernels:
+        out.append(f"{name:<12}{count:>10g}{ms:>11.3f}{share(ms):>9}  {', '.join(covers)}")
+    out.append(f"{'site':<24}{'launches':>10}{'ms/call':>11}{'share %':>9}  kernels")
+    for name, covers, count, ms in sites[:TOP_SITES]:
+        out.append(f"{name:<24}{count:>10g}{ms:>11.3f}{share(ms):>9}  {', '.join(covers)}")
+    if len(sites) > TOP_SITES:
+        out.append(f"… {len(sites) - TOP_SITES} more sites")
+    out.append(
+        f"in launches {total:.3f} ms of {wall_ms:.3f} ms per call (median, instrumented); "
+        f"plain build {statistics.median(plain_times) * 1e3:.3f} ms"
+    )
+    out.append(
+        f"outputs: the instrumented build's equal the plain build's byte for byte "
+        f"({len(timed.outputs)} buffers)"
+        if same
+        else "outputs: the instrumented build's DIFFER from the plain build's"
+    )
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0 if same else 1
+
+
+TOP_SITES = 10
