@@ -32,9 +32,17 @@ TOWER = "tests/ad/tower_grad.psk"
 ROW = re.compile(r"(presk_k\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*)")
 
 
-def _request(threads: int = 1, profile: bool | None = None) -> Request:
-    checked, _ = front_end(TOWER, {})
-    chosen = choose_entry(checked, "loss_grad", ["B=3"])
+ATTEND = ("tutorial/03_attention.psk", "attend", ["B=4", "T=32"])  # split launches at 2 workers
+
+
+def _request(
+    threads: int = 1,
+    profile: bool | None = None,
+    program: tuple[str, str, list[str]] = (TOWER, "loss_grad", ["B=3"]),
+) -> Request:
+    path, entry, dims = program
+    checked, _ = front_end(path, {})
+    chosen = choose_entry(checked, entry, dims)
     extra = {} if profile is None else {"profile": profile}
     return Request(checked, chosen.entry, chosen.binding, Realization("f32"), threads, **extra)
 
@@ -68,11 +76,13 @@ def test_the_table_lists_every_kernel_and_the_shares_sum_to_100() -> None:
     assert re.search(r"^site\s+launches", out, re.MULTILINE)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_instrumented_bits_are_the_plain_ones(threads: int) -> None:
-    request = _request(threads, profile=True)
+@pytest.mark.parametrize("threads, split", [(1, False), (2, False), (2, True)])
+def test_the_instrumented_bits_are_the_plain_ones(threads: int, split: bool) -> None:
+    request = _request(threads, profile=True, **({"program": ATTEND} if split else {}))
     state = run_back_end(request)
     assert state.unit is not None and state.host is not None and state.library is not None
+    # A split launch is timed around its parallel region (built with OpenMP).
+    assert bool(state.host.splits) == split
     assert state.layouts is not None
     profiled = CompiledEntry(
         state.unit, state.host, state.library, request.realization, threads, state.layouts
