@@ -218,11 +218,14 @@ def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: l
     timed, reference = profiled.bind(drawn), plain.bind(drawn)
     _check(timed.invoke(), "instrumented")  # the first call touches the arena's pages
     _check(reference.invoke(), "plain")
-    plain_times = _time(reference.invoke, repeat)
     ns, calls = _counters(profiled)
     ns[:] = 0
     calls[:] = 0
-    wall = _time(timed.invoke, repeat)
+    # Interleaved, so a busy machine slows both builds alike.
+    plain_times, wall = [], []
+    for _ in range(repeat):
+        plain_times += _time(reference.invoke, 1)
+        wall += _time(timed.invoke, 1)
     ns, calls = ns.copy(), calls.copy()
     same = all(
         a.tobytes() == b.tobytes() for a, b in zip(timed.outputs, reference.outputs, strict=True)
@@ -237,14 +240,15 @@ def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: l
     out = [
         f"{chosen.entry.text} in {realize}, {threads} worker{'s' if threads > 1 else ''}: "
         f"{len(profiled.unit.profile)} launch statements, {len(kernels)} kernels; "
-        f"{repeat} calls after a warm-up",
+        f"{repeat} calls after a warm-up; shares of the time in launches",
         f"{'kernel':<12}{'launches':>10}{'ms/call':>11}{'share %':>9}  sites",
     ]
     for name, covers, count, ms in kernels:
         out.append(f"{name:<12}{count:>10g}{ms:>11.3f}{share(ms):>9}  {', '.join(covers)}")
-    out.append(f"{'site':<24}{'launches':>10}{'ms/call':>11}{'share %':>9}  kernels")
+    width = max([len("site"), *(len(name) for name, *_ in sites[:TOP_SITES])]) + 2
+    out.append(f"{'site':<{width}}{'launches':>10}{'ms/call':>11}{'share %':>9}  kernels")
     for name, covers, count, ms in sites[:TOP_SITES]:
-        out.append(f"{name:<24}{count:>10g}{ms:>11.3f}{share(ms):>9}  {', '.join(covers)}")
+        out.append(f"{name:<{width}}{count:>10g}{ms:>11.3f}{share(ms):>9}  {', '.join(covers)}")
     if len(sites) > TOP_SITES:
         out.append(f"… {len(sites) - TOP_SITES} more sites")
     out.append(
