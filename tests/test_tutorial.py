@@ -35,6 +35,9 @@ def test_filter() -> None:
     )
     path = f"{REPO_ROOT}/out/x and /tmp/c/ab"
     assert normalise(path, "presk run f", "/tmp/c") == "<repo>/out/x and <cache>/ab"
+    # A cache whose path is a prefix of the checkout's (as CI's clone may make it).
+    prefix = str(REPO_ROOT)[:-2]
+    assert normalise(f"{REPO_ROOT}/x {prefix}/y", "presk run f", prefix) == "<repo>/x <cache>/y"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c.number:02d}")

@@ -111,7 +111,12 @@ _NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(\.\d+)?([eE][+-]?\d+)?x?(?![\w.])")
 
 def normalise(text: str, line: str, cache: str) -> str:
     """The filter documented above: absolute paths, and the numbers of bench's rows."""
-    text = text.replace(cache, "<cache>").replace(str(REPO_ROOT), "<repo>")
+    # The longer path first: either may be a prefix of the other (a cache at /tmp/c,
+    # a checkout at /tmp/ci1).
+    for path, name in sorted(
+        ((cache, "<cache>"), (str(REPO_ROOT), "<repo>")), key=lambda p: -len(p[0])
+    ):
+        text = text.replace(path, name)
     if re.search(r"(^|\s)(\S*/)?presk bench\b", line):
         rows = text.split("\n")
         for i, row in enumerate(rows):
