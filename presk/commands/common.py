@@ -26,6 +26,8 @@ from presk.diagnostics import (
     print_diagnostics,
 )
 from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_bindings
+from presk.export.c import ExportError
+from presk.host.program import HostError, HostRunError
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp.reference import RunError
 from presk.machine import MAX_THREADS, default_threads
@@ -202,6 +204,14 @@ def guard(command: str, body: Callable[[], int]) -> int:
         return 2
     except RunError as error:
         return run_error(error)
+    except HostRunError as error:
+        return run_error(RunError(str(error)))
+    except HostError as error:
+        sys.stderr.write(f"presk {command}: not built yet: {error}\n")
+        return 2
+    except ExportError as error:
+        sys.stderr.write(f"presk {command}: {error}\n")
+        return 1
     except (CacheError, LoadError) as error:
         sys.stderr.write(f"presk {command}: {error}\n")
         return 1

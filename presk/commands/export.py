@@ -20,7 +20,10 @@ from presk.commands.common import (
 )
 from presk.diagnostics import UsageError
 from presk.entries import concrete_type, natural
-from presk.export.c import ExportPlan
+from presk.export.c import CExport, ExportPlan, export_banner, plan_export
+from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
+from presk.export.scop import plan_scop
+from presk.export.write import check_target, write_plan
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs
 from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
@@ -63,10 +66,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from presk.export.c import ExportError
-    from presk.host.program import HostError, HostRunError
-    from presk.interp.reference import RunError
-
     if args.target in LATER_TARGETS:
         sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
         return 2
@@ -92,40 +91,21 @@ def _export(args: argparse.Namespace) -> int:
     threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
     if args.mode == "scop" and threads != 1:
         raise UsageError("--mode scop writes each nest at one worker: drop --threads")
-    from presk.export.write import check_target
-
-    try:
-        check_target(args.output)  # refused before any work, as write_plan would refuse it
-    except ExportError as error:
-        sys.stderr.write(f"presk export: {error}\n")
-        return 1
+    check_target(args.output)  # refused before any work, as write_plan would refuse it
     checked, _ = front_end(args.file, const_overrides(args.const))
     if args.mode == "library":
         return _library(args, checked, entries, realization, threads)
     chosen = choose_entry(checked, entries[0], args.dim)
-    try:
-        if args.mode == "scop":
-            plan = _scop(args, chosen, realization)
-        else:
-            plan = _program(args, chosen, realization, threads)
-        from presk.export.write import write_plan
-
-        write_plan(plan, args.output, chosen.entry.text)
-    except ExportError as error:
-        sys.stderr.write(f"presk export: {error}\n")
-        return 1
-    except HostError as error:
-        sys.stderr.write(f"presk export: not built yet: {error}\n")
-        return 2
-    except HostRunError as error:
-        raise RunError(str(error)) from None
+    if args.mode == "scop":
+        plan = _scop(args, chosen, realization)
+    else:
+        plan = _program(args, chosen, realization, threads)
+    write_plan(plan, args.output, chosen.entry.text)
     sys.stdout.write(plan.summary + "\n")
     return 0
 
 
 def _scop(args: argparse.Namespace, chosen: Chosen, realization: Realization) -> ExportPlan:
-    from presk.export.scop import plan_scop
-
     request = Request(chosen.checked, chosen.entry, chosen.binding, realization, tiles=False)
     host = run_back_end(request, until="budget").host
     assert host is not None
@@ -137,8 +117,6 @@ def _scop(args: argparse.Namespace, chosen: Chosen, realization: Realization) ->
 def _program(
     args: argparse.Namespace, chosen: Chosen, realization: Realization, threads: int
 ) -> ExportPlan:
-    from presk.export.c import CExport, export_banner, plan_export
-
     info, dims, prefix = chosen.entry.info, chosen.binding.dims, chosen.binding.shown_prefix
     compiled = compile_entry(
         chosen.checked,
@@ -178,41 +156,29 @@ def _library(
     threads: int,
 ) -> int:
     """`--mode library`: each entry compiled as the native backend runs it, in one library."""
-    from presk.export.c import ExportError, export_banner
-    from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
-    from presk.export.write import check_target, write_plan
-    from presk.host.program import HostError
 
-    try:
-        name = library_name(args.name, args.file)
-        check_target(args.output)
-        if len(entries) > 1:
-            _unused_dims(checked, entries, args.dim)
-        compiled = []
-        for text in entries:
-            chosen = _library_entry(checked, text, args.dim, len(entries) > 1)
-            dims, prefix = chosen.binding.dims, chosen.binding.shown_prefix
-            info = chosen.entry.info
-            assert info.ret is not None
-            entry = compile_entry(
-                chosen.checked,
-                chosen.entry,
-                chosen.binding,
-                realization,
-                threads,
-                banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
-            )
-            output_type = concrete_type(info.ret, dims, prefix)
-            compiled.append(LibraryEntry(entry, chosen.entry.text, dims, output_type))
-        request = CLibrary(name, tuple(compiled), args.file, args.realize, threads, args.output)
-        plan = plan_library(request)
-        write_plan(plan, args.output, ", ".join(entries))
-    except ExportError as error:
-        sys.stderr.write(f"presk export: {error}\n")
-        return 1
-    except HostError as error:
-        sys.stderr.write(f"presk export: not built yet: {error}\n")
-        return 2
+    name = library_name(args.name, args.file)
+    if len(entries) > 1:
+        _unused_dims(checked, entries, args.dim)
+    compiled = []
+    for text in entries:
+        chosen = _library_entry(checked, text, args.dim, len(entries) > 1)
+        dims, prefix = chosen.binding.dims, chosen.binding.shown_prefix
+        info = chosen.entry.info
+        assert info.ret is not None
+        entry = compile_entry(
+            chosen.checked,
+            chosen.entry,
+            chosen.binding,
+            realization,
+            threads,
+            banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
+        )
+        output_type = concrete_type(info.ret, dims, prefix)
+        compiled.append(LibraryEntry(entry, chosen.entry.text, dims, output_type))
+    request = CLibrary(name, tuple(compiled), args.file, args.realize, threads, args.output)
+    plan = plan_library(request)
+    write_plan(plan, args.output, ", ".join(entries))
     sys.stdout.write(plan.summary + "\n")
     return 0
 
