@@ -77,9 +77,12 @@ def _imports(path: Path) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             if base.split(".")[0] == "presk":
+                # `from pkg import sub` runs pkg's __init__ first: it imports pkg too.
+                found.add(base)
                 for alias in node.names:
                     candidate = f"{base}.{alias.name}"
-                    found.add(candidate if candidate in MODULES else base)
+                    if candidate in MODULES:
+                        found.add(candidate)
         for child in ast.iter_child_nodes(node):
             visit(child)
 

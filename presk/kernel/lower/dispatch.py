@@ -8,8 +8,11 @@ so). The only option is `tiles`: whether a contraction may take a tiled form.
 
 from __future__ import annotations
 
+import presk.kernel.lower.contractions as contractions
+import presk.kernel.lower.gathers as gathers
+import presk.kernel.lower.reductions as reductions
+import presk.kernel.lower.softmax as softmax
 from presk.kernel import ir
-from presk.kernel.lower import contractions, gathers, reductions, softmax
 from presk.kernel.lower.base import Launch, Names, PrimName, Rule, prim_name
 from presk.kernel.lower.elementwise import ELEMENTWISE, dropout, elementwise
 
