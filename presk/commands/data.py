@@ -10,6 +10,9 @@
 * `diff A B`: ‖a − b‖₂, ‖a‖₂ and their ratio over every real of the two files, which must
   agree in type, count, leaf paths and shapes (their real dtypes may differ: comparing an
   f32 file with its f64 reference is the point).
+* `chars TEXT -o V.json`, `encode TEXT --vocab V.json -o T.txt`, `lm-windows --vocab N
+  --seq T T.txt -o W.psk.d`: a UTF-8 text as a character vocabulary, token ids and
+  next-token windows (the logic is presk/data/text.py), each with a one-line summary.
 
 Exit codes, as everywhere in presk: 0 success; 1 a problem with a file (missing, corrupt,
 a malformed line), always one line `presk data: …` on stderr; 2 a usage error (a bad
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from presk.data import text
 from presk.data.format import (
     VERSION,
     DataError,
@@ -43,6 +47,7 @@ from presk.data.format import (
     tensor_types,
     write,
 )
+from presk.data.text import TextError
 from presk.diagnostics import UsageError
 from presk.elab.ty import Elem, lin_int
 from presk.interp.tensor import Kind, Tensor, format_axes, format_number
@@ -82,20 +87,43 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     diff = actions.add_parser("diff", help="‖a − b‖₂ and ‖a‖₂ over every real of two files")
     diff.add_argument("a", metavar="A.psk.d")
     diff.add_argument("b", metavar="B.psk.d")
+    _add_text_actions(actions)
     data.set_defaults(handler=main)
+
+
+def _add_text_actions(actions: argparse._SubParsersAction[Any]) -> None:
+    chars = actions.add_parser("chars", help="the sorted distinct characters of a UTF-8 text")
+    chars.add_argument("input", metavar="TEXT", help="a UTF-8 text file")
+    chars.add_argument("-o", dest="output", required=True, metavar="V.json", help="the output")
+    encode = actions.add_parser("encode", help="a UTF-8 text as one token id per character")
+    encode.add_argument("input", metavar="TEXT", help="a UTF-8 text file")
+    encode.add_argument("--vocab", required=True, metavar="V.json", help="from `data chars`")
+    encode.add_argument("-o", dest="output", required=True, metavar="T.txt", help="the output")
+    windows = actions.add_parser("lm-windows", help="token ids as next-token windows")
+    windows.add_argument("input", metavar="T.txt", help="token ids, from `data encode`")
+    windows.add_argument("--vocab", required=True, metavar="N", help="the vocabulary's size")
+    windows.add_argument("--seq", required=True, metavar="T", help="the tokens of a window")
+    windows.add_argument("-o", dest="output", required=True, metavar="W.psk.d", help="the output")
 
 
 def main(args: argparse.Namespace) -> int:
     """The body of `presk data`; returns the exit code."""
-    actions = {"pack": _pack, "info": _info, "diff": _diff}
+    actions = {
+        "pack": _pack,
+        "info": _info,
+        "diff": _diff,
+        "chars": _chars,
+        "encode": _encode,
+        "lm-windows": _lm_windows,
+    }
     action = actions.get(getattr(args, "data_command", None) or "")
     if action is None:
-        raise UsageError("expected an action: pack, info or diff")
+        raise UsageError("expected an action: " + ", ".join(actions))
     try:
         return action(args)
     except DataError as error:
         return _fail(error.message)
-    except _Failure as error:
+    except (_Failure, TextError) as error:
         return _fail(str(error))
 
 
@@ -302,3 +330,48 @@ def _norm(v: npt.NDArray[np.float64]) -> float:
     if scale == 0:
         return 0.0
     return scale * math.sqrt(math.fsum((v / scale) ** 2))
+
+
+# -- chars, encode, lm-windows -------------------------------------------------------------
+
+
+def _chars(args: argparse.Namespace) -> int:
+    body = text.read_text(args.input)
+    if not body:
+        raise _Failure(f"{args.input}: the text is empty: no characters to collect")
+    vocab = text.vocabulary(body)
+    text.write_vocabulary(args.output, vocab)
+    _wrote(args.output, f"{_many(len(vocab), 'character')} over {len(body)} of text")
+    return 0
+
+
+def _encode(args: argparse.Namespace) -> int:
+    vocab = text.read_vocabulary(args.vocab)
+    ids = text.encode(text.read_text(args.input), vocab, args.input)
+    text.write_tokens(args.output, ids)
+    _wrote(args.output, f"{_many(ids.size, 'token')} over a vocabulary of {len(vocab)}")
+    return 0
+
+
+def _lm_windows(args: argparse.Namespace) -> int:
+    bound = _natural(args.vocab, "--vocab", UsageError)
+    seq = _natural(args.seq, "--seq", UsageError)
+    for flag, value in (("--vocab", bound), ("--seq", seq)):
+        if not 1 <= value < 2**63:
+            raise UsageError(f"{flag} {value}: expected a whole number in [1, 2^63)")
+    ids = text.read_tokens(args.input, bound)
+    inputs, targets = text.windows(ids, seq, args.input)
+    type_text = text.write_windows(args.output, bound, inputs, targets)
+    _wrote(
+        args.output,
+        f"{_many(len(inputs), 'window')} of type {type_text} from {_many(ids.size, 'token')}",
+    )
+    return 0
+
+
+def _many(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _wrote(path: str, what: str) -> None:
+    sys.stdout.write(f"presk data: wrote {path} ({what})\n")

@@ -27,17 +27,26 @@ from presk.commands.common import (
     remat_arg,
     threads_of,
 )
-from presk.diagnostics import UsageError, print_diagnostics, printable
+from presk.data.argument import ArgumentError, argument, file_dims, read_data
+from presk.data.format import DataFile
+from presk.diagnostics import UsageError, print_diagnostics
 from presk.elab.presburger import Lin
-from presk.elab.ty import Tensor as TensorT
 from presk.elab.ty import TupleT, Type, subst
-from presk.entries import concrete_type, function_names, natural
+from presk.entries import (
+    bind_dims,
+    concrete_type,
+    find_entry,
+    function_names,
+    natural,
+    parse_bindings,
+)
 from presk.interp import rng
 from presk.interp.reference import NotBuilt, Tree, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw_inputs, to_reference
 from presk.interp.tensor import Axis, Tensor, exact_decimal, format_value
 from presk.pipeline import NotDifferentiable, compile_entry, core_module, front_end
+from presk.types.check import CheckedProgram
 
 NAME = "run"
 HELP = "Evaluate an entry point on the exact reference interpreter"
@@ -103,22 +112,45 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.entry is None:
         raise UsageError("--entry is required; functions: " + ", ".join(function_names(checked)))
-    chosen = choose_entry(checked, args.entry, args.dim)
+    try:
+        chosen, data = _choose(checked, args)
+    except ArgumentError as error:
+        raise UsageError(f"--data {error}") from None
     try:
         module = core_module(checked, args.remat)
     except NotDifferentiable as error:
         sys.stderr.write(f"presk run: not built yet: {error}\n")
         return 2
     try:
-        return _evaluate(args, chosen, module, realization, threads, seed, bits, digits)
+        return _evaluate(args, chosen, data, module, realization, threads, seed, bits, digits)
+    except ArgumentError as error:
+        raise UsageError(f"--data {error}") from None
     except NotBuilt as error:
         sys.stderr.write(f"presk run: not built yet: {error}\n")
         return 2
 
 
+def _choose(checked: CheckedProgram, args: argparse.Namespace) -> tuple[Chosen, DataFile | None]:
+    """The entry and its dimensions; with --data, the file, which binds the dimensions of
+    the last argument that no --dim gives (presk/data/argument.py)."""
+    if args.data is None:
+        return choose_entry(checked, args.entry, args.dim), None
+    data = read_data(args.data)
+    entry = find_entry(checked, args.entry)
+    info = entry.info
+    if not info.params:
+        raise UsageError(f"--data {args.data}: `{info.name}` takes no argument to fill")
+    known = (set(info.dims) | set(info.file.dims)) - set(entry.module_dims)
+    found = file_dims(info.params[-1][1], data, args.data)
+    dims = {k: str(v) for k, v in found.items() if k in known}
+    dims.update(parse_bindings(args.dim, "--dim"))
+    return Chosen(checked, entry, bind_dims(entry, dims)), data
+
+
 def _evaluate(
     args: argparse.Namespace,
     chosen: Chosen,
+    data: DataFile | None,
     module: Any,
     realization: Any,
     threads: int,
@@ -149,15 +181,14 @@ def _evaluate(
     env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
     types = [subst(ty, env) for _, ty, _ in info.params]
     # Drawn once as arrays: the native call takes them as they are; the reference (and
-    # what --verbose and --json show) takes them as exact values at --bits.
-    drawn: list[Any] = draw_inputs(info.params, dims, prefix, seed)
-    given = _from_file(args.data, types[-1]) if args.data else None
-    if given is not None:
-        drawn[-1] = given  # already a reference value, which the native call also takes
+    # what --verbose and --json show) takes them as exact values at --bits. A --data file
+    # gives the last argument as the same arrays, so it is never drawn.
+    drawn_params = info.params if data is None else info.params[:-1]
+    drawn: list[Any] = draw_inputs(drawn_params, dims, prefix, seed)
+    if data is not None:
+        drawn.append(argument(data, types[-1], args.data))
 
     def exact(i: int) -> Value:
-        if given is not None and i == len(drawn) - 1:
-            return given
         return to_reference(drawn[i], types[i], dims, prefix)
 
     with gmpy2.context(precision=bits):
@@ -259,58 +290,3 @@ def _json_data(data: Any) -> Any:
     if isinstance(data, bool | int):
         return data
     return exact_decimal(data)
-
-
-def _from_file(path: str, ty: Type) -> Value:
-    """The entry's last argument from a `.psk.d` file.
-
-    A file of that argument's type gives its first sample; a file of samples
-    whose type is the argument's without its `batch` axis gives a batch of
-    the first samples, stacked along that axis.
-    """
-    from presk.data.format import DataError, parse_sample_type, read, to_values
-
-    try:
-        data = read(path)
-        sample_ty = parse_sample_type(data.type)
-    except (DataError, OSError, ValueError) as error:
-        raise UsageError(f"--data {path}: {error}") from None
-    if data.count == 0:
-        raise UsageError(f"--data {path}: the file holds no samples")
-    try:
-        if str(sample_ty) == str(ty):
-            return to_values(data, 0, ty)
-        batch = _batch_size(ty)
-        if batch is None or data.count < batch:
-            raise UsageError(
-                f"--data {path}: the file holds {data.count} samples of {printable(data.type)}; "
-                f"the argument is {ty}"
-            )
-        samples = [to_values(data, i, sample_ty) for i in range(batch)]
-    except DataError as error:
-        raise UsageError(f"--data {path}: {error}") from None
-    return _stack(samples, batch)
-
-
-def _batch_size(ty: Type) -> int | None:
-    match ty:
-        case TensorT(axes=axes):
-            for axis in axes:
-                if axis.name == "batch" and axis.size.is_const:
-                    return int(axis.size.const)
-        case TupleT(items):
-            sizes = {_batch_size(item) for item in items}
-            return sizes.pop() if len(sizes) == 1 else None
-    return None
-
-
-def _stack(samples: list[Value], batch: int) -> Value:
-    """Samples stacked along a new leading `batch` axis."""
-    import numpy as np
-
-    first = samples[0]
-    if isinstance(first, tuple):
-        return tuple(_stack([s[i] for s in samples], batch) for i in range(len(first)))  # type: ignore[index]
-    assert isinstance(first, Tensor)
-    data = np.stack([s.data for s in samples])  # type: ignore[union-attr]
-    return Tensor(first.kind, (Axis("batch", batch), *first.axes), data, first.bound)
