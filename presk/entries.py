@@ -80,6 +80,10 @@ def function_names(checked: CheckedProgram) -> list[str]:
 def find_entry(checked: CheckedProgram, text: str) -> Entry:
     """Resolve `--entry` against the main file (or an imported module by alias)."""
     names = ", ".join(function_names(checked))
+    # The functions an optimizer or training block generates go by their full name.
+    block = next((i for i in checked.functions if i.block and i.name == text.strip()), None)
+    if block is not None:
+        return Entry(block, text, {})
     match = _ENTRY.match(text)
     if match is None:
         raise UsageError(

@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from presk.ad.rules import RULES, Site
 from presk.core import ir
+from presk.core.build import Builder
 from presk.core.walk import live, operands, remap, remap_operand
 from presk.diagnostics import CompilerBug
 from presk.elab.presburger import Lin
@@ -48,40 +49,6 @@ def differentiable_type(ty: Type) -> bool:
         case TupleT(items):
             return any(differentiable_type(item) for item in items)
     return False
-
-
-@dataclass
-class Builder:
-    """A function under construction: parameters first, then instructions."""
-
-    name: str
-    dims: tuple[str, ...]
-    params: list[ir.Param] = field(default_factory=list)
-    instrs: list[ir.Instr] = field(default_factory=list)
-
-    def param(self, name: str, ty: Type, default: Fraction | None = None) -> ir.Ref:
-        index = len(self.params)
-        self.params.append(ir.Param(index, name, ty, default))
-        return ir.Ref(index, name)
-
-    def emit(self, name: str | None, ty: Type, op: ir.Op, span: object = None) -> ir.Ref:
-        index = len(self.params) + len(self.instrs)
-        self.instrs.append(ir.Instr(index, name, ty, op, span))  # type: ignore[arg-type]
-        return ir.Ref(index, name)
-
-    def prim(
-        self,
-        name: str,
-        args: tuple[ir.Operand, ...],
-        ty: Type,
-        attrs: tuple[tuple[str, ir.AttrValue], ...] = (),
-    ) -> ir.Operand:
-        return self.emit(None, ty, ir.Prim(name, args, attrs))
-
-    def finish(self, ret: Type, result: ir.Operand, effects: tuple[str, ...] = ()) -> ir.Function:
-        return ir.Function(
-            self.name, self.dims, tuple(self.params), ret, effects, tuple(self.instrs), result
-        )
 
 
 def _suffix(fn: ir.Function, wrt: tuple[int, ...]) -> str:
@@ -193,6 +160,16 @@ class Differentiator:
         self.add(b.finish(last.type, g))
         self.value_vjp(name, (last.index,))
         return target
+
+    def grad_call(self, op: ir.GradOf) -> ir.Call:
+        """The call that replaces a `grad`: `F.grad`, or `F.value_vjp[w]` at ct = 1."""
+        if not op.value:
+            assert op.wrt is None, "a gradient in another parameter comes with its value"
+            return ir.Call(self.grad(op.fn), op.dims, op.args)
+        fn = self.function(op.fn)
+        wrt = fn.params[-1].index if op.wrt is None else op.wrt
+        target = self.value_vjp(op.fn, (wrt,))
+        return ir.Call(target, op.dims, (*op.args, ir.Lit(Fraction(1))))
 
     def vjp(self, name: str, wrt: tuple[int, ...]) -> str:
         """`F.vjp[w]`, generated once per (F, w)."""
@@ -477,8 +454,7 @@ def differentiate(module: ir.Module, remat: str = "store") -> ir.Module:
         body = []
         for instr in fn.body:
             if isinstance(instr.op, ir.GradOf):
-                target = d.grad(instr.op.fn)
-                op: ir.Op = ir.Call(target, instr.op.dims, instr.op.args)
+                op: ir.Op = d.grad_call(instr.op)
                 body.append(ir.Instr(instr.index, instr.name, instr.type, op, instr.span))
             else:
                 body.append(instr)

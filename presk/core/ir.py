@@ -129,11 +129,17 @@ class Get:
 
 @dataclass(frozen=True, slots=True)
 class GradOf:
-    """`grad F` applied: the gradient of the scalar function F in its last argument."""
+    """`grad F` applied: the gradient of the scalar function F in its last argument.
+
+    With `value` (a training step asks for it), the gradient is in parameter `wrt`
+    (None: the last) and the result is the tuple (F's value, that gradient).
+    """
 
     fn: str
     dims: tuple[tuple[str, Lin], ...]
     args: tuple[Operand, ...]
+    wrt: int | None = None
+    value: bool = False
 
 
 Op = Prim | Call | Fold | FoldVjp | Field | Slice | MakeTuple | Get | GradOf

@@ -71,8 +71,10 @@ def op_text(op: ir.Op) -> str:
             return " ".join(parts) + where
         case ir.Call(fn, dims, args):
             return f"call {fn}{_dims(dims)}(" + ", ".join(operand(a) for a in args) + ")"
-        case ir.GradOf(fn, dims, args):
-            return f"grad {fn}{_dims(dims)}(" + ", ".join(operand(a) for a in args) + ")"
+        case ir.GradOf(fn, dims, args, wrt, value):
+            head = "value_and_grad" if value else "grad"
+            at = "" if wrt is None else f"[{wrt}]"
+            return f"{head}{at} {fn}{_dims(dims)}(" + ", ".join(operand(a) for a in args) + ")"
         case ir.Fold(fn, dims, stacked, count, init, _):
             return f"fold {fn}{_dims(dims)} over {operand(stacked)} × {count} from {operand(init)}"
         case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):

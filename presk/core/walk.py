@@ -52,8 +52,8 @@ def remap(op: ir.Op, m: dict[int, ir.Operand]) -> ir.Op:
             return ir.Prim(name, tuple(r(a) for a in args), attrs)
         case ir.Call(fn, dims, args):
             return ir.Call(fn, dims, tuple(r(a) for a in args))
-        case ir.GradOf(fn, dims, args):
-            return ir.GradOf(fn, dims, tuple(r(a) for a in args))
+        case ir.GradOf(fn, dims, args, wrt, value):
+            return ir.GradOf(fn, dims, tuple(r(a) for a in args), wrt, value)
         case ir.Fold(fn, dims, stacked, count, init, extra):
             return ir.Fold(fn, dims, r(stacked), count, r(init), tuple(r(e) for e in extra))
         case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):

@@ -19,13 +19,14 @@ check_expr (expressions), check_call (calls, lambdas, `grad`). The records it pr
 from __future__ import annotations
 
 from presk.core import ir
-from presk.diagnostics import Sink
+from presk.diagnostics import Sink, Span
 from presk.elab.program import ConstError, FileEnv, ModuleInfo, Program
 from presk.syntax import ast
 from presk.syntax.deep import deep
 from presk.types.check_call import CallChecker
 from presk.types.check_fn import _module_cycle
 from presk.types.scope import TypeScope, find_module, resolve
+from presk.types.training import BlockError, check_trainings
 from presk.types.values import (
     Abort,
     CheckedProgram,
@@ -80,8 +81,15 @@ class Checker(CallChecker):
         functions = [*self.order, *self.inits]
         for info in self.order:
             functions.extend(self._all_lambdas(info))
+        trainings = check_trainings(self.program.main, self.order, self._report_block)
+        for run in trainings:
+            functions.extend((run.rate, run.update, run.step))
         core = ir.Module(tuple(info.core for info in functions if info.core is not None))
-        return CheckedProgram(self.program, functions, core, self.instances, [])
+        return CheckedProgram(self.program, functions, core, self.instances, [], trainings)
+
+    def _report_block(self, error: BlockError) -> None:
+        assert isinstance(error.span, Span)
+        self.report(error.code, error.message, error.span, error.label, help=error.help)
 
     def _all_lambdas(self, info: FnInfo) -> list[FnInfo]:
         out: list[FnInfo] = []

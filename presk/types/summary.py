@@ -33,7 +33,11 @@ def summary(checked: CheckedProgram, file_type: FileType | None = None) -> str:
         lines.append(_signature_line(info))
         lines.extend(f"    let {name} : {ty}" for name, ty in info.lets)
     lines.append("-- regularity and effects --")
-    lines.extend(_regularity_line(info) for info in checked.functions if info.state == "done")
+    lines.extend(
+        _regularity_line(info)
+        for info in checked.functions
+        if info.state == "done" and not info.block
+    )
     training = training_summary(checked, file_type)
     if training:
         lines.append("-- training --")

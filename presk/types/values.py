@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from presk.core import ir
 from presk.core.ir import Operand
@@ -26,6 +27,9 @@ from presk.elab.ty import Instance, ModuleT, Type
 from presk.syntax import ast
 from presk.types.regularity import Blame, Deps, Reg
 from presk.types.shapes import DimContext
+
+if TYPE_CHECKING:
+    from presk.types.training import TrainingRun
 
 
 @dataclass
@@ -120,6 +124,7 @@ class FnInfo:
     core: ir.Function | None = None
     lambdas: list[FnInfo] = field(default_factory=list)
     generated: bool = False
+    block: bool = False  # generated from an optimizer or training block (not in summaries)
     depends: set[str] = field(default_factory=set)  # parameters the result depends on
 
     @property
@@ -169,6 +174,7 @@ class CheckedProgram:
     core: ir.Module
     instances: list[Instance]
     warnings: list[Diagnostic]
+    trainings: list[TrainingRun] = field(default_factory=list)
 
     def find(self, name: str) -> FnInfo | None:
         for info in self.functions:

@@ -1,0 +1,1 @@
+"""Training: the loop around a compiled (or interpreted) training step."""
