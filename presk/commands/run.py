@@ -83,6 +83,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="f64",
         help="machine type of the native backend: f64 (default), f32, bf16 or @FILE",
     )
+    run.add_argument(
+        "--weights",
+        default=None,
+        metavar="F.psk.d",
+        help="the parameter tree from a checkpoint (`presk train`) instead of the initializers",
+    )
     later_flag(run, "--plan", "a layout plan of `presk plan`")
     later_flag(run, "--opt", "the exact rewrites of PSK-Core", takes_value=False)
     run.set_defaults(handler=main)
@@ -147,6 +153,17 @@ def _choose(checked: CheckedProgram, args: argparse.Namespace) -> tuple[Chosen, 
     return Chosen(checked, entry, bind_dims(entry, dims)), data
 
 
+def _use_weights(path: str, types: list[Type], drawn: list[Any]) -> None:
+    """--weights: the entry's parameter tree from a checkpoint instead of its initializers."""
+    from presk.elab.ty import Params
+    from presk.train.checkpoint import read_weights
+
+    where = next((i for i, ty in enumerate(types) if isinstance(ty, Params)), None)
+    if where is None:
+        raise UsageError(f"--weights {path}: the entry takes no parameter tree")
+    drawn[where] = read_weights(path, types[where])
+
+
 def _evaluate(
     args: argparse.Namespace,
     chosen: Chosen,
@@ -187,6 +204,8 @@ def _evaluate(
     drawn: list[Any] = draw_inputs(drawn_params, dims, prefix, seed)
     if data is not None:
         drawn.append(argument(data, types[-1], args.data))
+    if args.weights is not None:
+        _use_weights(args.weights, types, drawn)
 
     def exact(i: int) -> Value:
         return to_reference(drawn[i], types[i], dims, prefix)

@@ -27,8 +27,9 @@ import gmpy2
 import numpy as np
 
 from presk.data import samples as store
-from presk.data.format import DataError
+from presk.data.format import DataError, tensor_types
 from presk.diagnostics import CommandError, printable
+from presk.elab.ty import Type
 from presk.interp.tensor import Tensor
 from presk.interp.tree import Tree
 
@@ -172,6 +173,29 @@ def load(directory: str, step: int) -> Loaded:
         raise CommandError(f"{where}: the optimizer's state is not (m, v)")
     exact = document.get("exact")
     return Loaded(meta, weights[0], (moments[0], moments[1]), exact)
+
+
+def read_weights(path: str, ty: Type) -> dict[str, Any]:
+    """A weights file of type `ty` (a concrete `params M`), as nested arrays; a one-line
+    error when it is not one or holds other parameters."""
+    where = printable(path)
+    try:
+        weights = store.read(path)
+    except FileNotFoundError:
+        raise CommandError(f"--weights {where}: no such file") from None
+    except (OSError, DataError) as error:
+        raise CommandError(f"--weights {where}: {error}") from None
+    if weights.type != str(ty):
+        raise CommandError(
+            f"--weights {where}: the file holds {printable(weights.type)}, the entry takes {ty}"
+        )
+    expected = {p: tuple(int(a.size.const) for a in t.axes) for p, t in tensor_types(ty)}
+    held = {p: tuple(a.shape[1:]) for p, a in weights.arrays.items()}
+    if weights.count != 1 or expected != held:
+        raise CommandError(f"--weights {where}: its leaves are not those of {ty}")
+    value = weights[0]
+    assert isinstance(value, dict)
+    return value
 
 
 # ---------------------------------------------------------------- exact reference values
