@@ -31,6 +31,8 @@ import gmpy2
 import numpy as np
 import numpy.typing as npt
 
+from presk.interp import boxmuller
+
 __all__ = [
     "Key",
     "derive",
@@ -407,14 +409,8 @@ def _mpfr(x: Real) -> Mpfr:
 
 _LD = np.longdouble
 # The vector path needs the x87 format; elsewhere every element takes the MPFR path.
-VECTOR = np.finfo(np.longdouble).nmant == 63
-UNIT = 2.0**-64  # unit roundoff of a 64-bit significand: |RN(x) - x| <= UNIT * |x|
-# Assumed worst error of the C library's logl, sinl and cosl in ulps of the result (glibc
-# documents at most 1 for x86 long double; tests/unit/test_rng_vector.py measures it).
-LIBM_ULPS = 2
-# Relative error of z = r * trig (docs/rng.md §4.3): (3 L + 4.3) u, plus the slack that
-# makes the interval's own two roundings outward and absorbs second-order terms.
-_NORMAL_BOUND = (3 * LIBM_ULPS + 8) * UNIT
+VECTOR = boxmuller.X87
+UNIT = boxmuller.UNIT
 _SAFE = 2.0**900  # parameters of magnitude in [1/_SAFE, _SAFE] (or 0) never over/underflow
 
 
@@ -436,17 +432,6 @@ def _rounded(approx: Any, bound: Any) -> tuple[npt.NDArray[np.float64], npt.NDAr
     return lo + 0.0, lo != hi
 
 
-def _pi2_ld() -> Any:
-    with gmpy2.context(precision=256):
-        return _longdouble(2 * gmpy2.const_pi())
-
-
-_TWO_PI = _pi2_ld()
-_TWO_PI_53 = _TWO_PI * _LD(2.0**-53)  # exact: a power-of-two scaling
-_Q = np.uint64(1 << 51)  # a quarter turn in units of u2's 2**-53
-_EIGHTH = np.uint64(1 << 50)
-
-
 def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
     """`normals(key, n)` as a float64 array, bit for bit, vectorised."""
     _check_count(n)
@@ -459,7 +444,16 @@ def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
     def fill(start: int, stop: int) -> None:
         m = _u64_range(key, start, stop) >> np.uint64(11)
         m1, m2 = m[0::2], m[1::2]
-        z0, z1, bad0, bad1 = _normal_pairs(m1, m2)
+        z0, z1, bad0, bad1 = boxmuller.first(m1, m2)
+        # The first stage's undecided pairs (about 1%) go through the second, still on
+        # this thread; what it leaves (about 10**-6) takes the MPFR path below.
+        redo = np.flatnonzero(bad0 | bad1)
+        if redo.size:
+            w0, w1, left0, left1 = boxmuller.second(m1[redo], m2[redo])
+            z0[redo] = np.where(left0, z0[redo], w0)
+            z1[redo] = np.where(left1, z1[redo], w1)
+            bad0[redo] &= left0
+            bad1[redo] &= left1
         out[start:stop:2] = z0
         out[start + 1 : stop : 2] = z1
         for comp, bad in ((0, bad0), (1, bad1)):
@@ -472,40 +466,6 @@ def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
         for i, a, b in retry:
             out[i] = _normal_pair(a, b, two_pi)[i % 2]
     return out[:n]
-
-
-def _normal_pairs(
-    m1: npt.NDArray[np.uint64], m2: npt.NDArray[np.uint64]
-) -> tuple[Any, Any, Any, Any]:
-    """z0, z1 and where each needs the MPFR path, for pairs of uniform53 draws."""
-    u1 = (m1 + np.uint64(1)).astype(_LD) * _LD(2.0**-53)  # exact: at most 54 bits
-    r = np.sqrt(_LD(-2) * np.log(u1))
-    # t = 2 pi m2 / 2**53 reduced exactly on the integer: quadrant q, then the distance x
-    # (at most an eighth turn) to the quadrant's nearer end, so sin and cos only ever see
-    # arguments in [0, pi/4], where both are well conditioned (no zero of cos nearby).
-    q = m2 >> np.uint64(51)
-    k = m2 & (_Q - np.uint64(1))
-    flip = k > _EIGHTH
-    x = np.where(flip, _Q - k, k)
-    a = x.astype(_LD) * _TWO_PI_53
-    s, c = np.sin(a), np.cos(a)
-    # Within the quadrant (sin, cos) = (s, c), or (c, s) past the eighth; the quadrant then
-    # rotates: cos t = cos a, -sin a, -cos a, sin a and sin t = sin a, cos a, -sin a, -cos a.
-    odd = (q & np.uint64(1)).astype(np.bool_)
-    swap = flip ^ odd
-    cos_t = np.where(swap, s, c)
-    sin_t = np.where(swap, c, s)
-    cos_t = np.where((q == 1) | (q == 2), -cos_t, cos_t)
-    sin_t = np.where(q >= 2, -sin_t, sin_t)
-    z0 = r * cos_t
-    z1 = r * sin_t
-    b = _LD(_NORMAL_BOUND)
-    d0, bad0 = _rounded(z0, np.abs(z0) * b)
-    d1, bad1 = _rounded(z1, np.abs(z1) * b)
-    # At k == 0 one of sin t, cos t is an exact zero here but, with pi rounded, a tiny
-    # non-zero in MPFR: those pairs take the MPFR path.
-    on_axis = k == 0
-    return d0, d1, bad0 | on_axis, bad1 | on_axis
 
 
 def uniform_in_array(key: Key, n: int, low: Real, high: Real) -> npt.NDArray[np.float64]:
