@@ -71,3 +71,21 @@ loc:
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# The corpus ladder (corpus/README.md): not part of `make test`. `corpus-data` installs the
+# Debian package `fortunes` when it is absent and builds corpus/data/ from it.
+.PHONY: corpus-data corpus corpus-gpt
+corpus-data: $(STAMP)
+	$(MAKE) -C corpus data PRESK=$(abspath $(PRESK)) PY=$(abspath $(PY))
+
+# Each rung briefly: the counted loss, then the trained rungs' losses for a few steps.
+CORPUS_STEPS ?= 50
+corpus: corpus-data
+	$(PRESK) run corpus/01_bigram_count.psk --entry loss --data corpus/data/bigrams.psk.d --backend native --digits 10
+	$(PRESK) train corpus/02_bigram_neural.psk --steps $(CORPUS_STEPS) --log-every 10 --backend native
+	$(PRESK) train corpus/03_mlp.psk --steps $(CORPUS_STEPS) --log-every 10 --backend native
+	$(PRESK) check corpus/05_gpt.psk --summary
+
+# The course GPT, one epoch of its training run (GPT_STEPS=N for fewer steps); no sampling yet.
+corpus-gpt: corpus-data
+	$(PRESK) train corpus/05_gpt.psk --log-every 10 --backend native --realize f32 $(if $(GPT_STEPS),--steps $(GPT_STEPS))
