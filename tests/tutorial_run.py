@@ -17,7 +17,8 @@ The filter applied to both sides before comparing (`normalise`):
 * the repository's absolute path becomes `<repo>`, the cache directory `<cache>`;
 * in the output of `presk bench`, every number of its table (a speedup `22.5x` too)
   becomes `<n>` and every run of blanks one blank: the timings, and the ratios and
-  column widths that follow from them, change from run to run.
+  column widths that follow from them, change from run to run;
+* in the output of `presk train`, the time of a step becomes `<n> ms`.
 
 Exit 0 when every command matches; 1 otherwise, with a diff per mismatch.
 """
@@ -109,6 +110,9 @@ def commands(presk: str) -> list[Command]:
 _NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(\.\d+)?([eE][+-]?\d+)?x?(?![\w.])")
 
 
+_STEP_TIME = re.compile(r"\d[\d.e+-]* ms a step")
+
+
 def normalise(text: str, line: str, cache: str) -> str:
     """The filter documented above: absolute paths, and the numbers of bench's rows."""
     # The longer path first: either may be a prefix of the other (a cache at /tmp/c,
@@ -123,6 +127,8 @@ def normalise(text: str, line: str, cache: str) -> str:
             if not row.startswith(("$ ", "# ")):
                 rows[i] = re.sub(r"  +", " ", _NUMBER.sub("<n>", row))
         text = "\n".join(rows)
+    if re.search(r"(^|\s)(\S*/)?presk train\b", line):
+        text = _STEP_TIME.sub("<n> ms a step", text)
     return text
 
 

@@ -8,6 +8,7 @@ samples of that permutation; the last incomplete one is dropped.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -104,22 +105,26 @@ def _bind(want: Tensor, have: Tensor, dims: dict[str, Lin], where: str) -> None:
     for a, b in zip(want.axes, have.axes, strict=True):
         if a.name != b.name:
             raise CommandError(
-                f"{where}: the file's axis `{b.name}` is the objective's `{a.name}` "
-                f"(the file holds {have}, the sample is {want})"
+                f"{where}: the axes are named differently: the file holds {have}, "
+                f"the objective's sample is {want}"
             )
 
 
 def load(run: TrainingRun, path: str | None = None) -> Batches:
     """The run's data file, checked against the objective's sample type (dims bound)."""
-    where = printable(path or run.data.resolved)
+    file = path or run.data.resolved
+    where = printable(file)
+    if not os.path.exists(file):
+        raise CommandError(f"{where}: no such data file (the run's `stream`)")
+    if os.path.isdir(file):
+        raise CommandError(f"{where}: a directory, not a data file")
     try:
-        samples = read(path or run.data.resolved)
+        samples = read(file)
+    except (DataError, OSError) as error:
+        raise CommandError(str(error)) from None  # the message names the file
+    try:
         have = parse_sample_type(samples.type)
-    except FileNotFoundError:
-        raise CommandError(f"{where}: no such data file") from None
-    except IsADirectoryError:
-        raise CommandError(f"{where}: a directory, not a data file") from None
-    except (DataError, OSError, TypeTextError) as error:
+    except TypeTextError as error:
         raise CommandError(f"{where}: {error}") from None
     dims: dict[str, Lin] = {run.data.dim: Lin.const_(Fraction(run.data.batch))}
     want = _without_batch(run.objective.params[1][1])

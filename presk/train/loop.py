@@ -21,7 +21,7 @@ import numpy as np
 
 from presk.diagnostics import CommandError, printable
 from presk.elab.presburger import Lin
-from presk.elab.ty import Params, Type, subst
+from presk.elab.ty import SCALAR, Params, Type, subst
 from presk.entries import Binding, Entry
 from presk.host.realization import Realization
 from presk.interp import prims
@@ -190,7 +190,7 @@ class NativeStepper:
             checked,
             entry,
             Binding(dict(dims), None),
-            realization,
+            optimizer_scalars_in_f64(realization, run),
             threads,
             banner=f"training step {run.step.name}",
         )
@@ -227,6 +227,24 @@ class NativeStepper:
 
     def restore(self, loaded: checkpoint.Loaded) -> None:
         self.theta, (self.m, self.v) = loaded.theta, loaded.moments
+
+
+def optimizer_scalars_in_f64(realization: Realization, run: TrainingRun) -> Realization:
+    """The realization with the optimizer's scalar sites (the rate, the bias corrections
+    1 − βᵗ) in f64, unless it gives them a type itself.
+
+    They cost nothing, and in f32 the corrections cancel: 1 − 0.999 keeps four of its
+    digits, which AdamW's division by √v̂ carries into every update.
+    """
+    sites = {
+        f"{fn.name}/%{instr.index}"
+        for fn in (run.rate.core, run.update.core)
+        if fn is not None
+        for instr in fn.body
+        if instr.type == SCALAR
+    }
+    storage = {site: "f64" for site in sorted(sites)} | realization.storage
+    return Realization(realization.default, storage, realization.params)
 
 
 def _zeros(tree: Any) -> Any:
