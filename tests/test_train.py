@@ -47,8 +47,11 @@ def _leaves(tree: dict, prefix: str = "") -> dict[str, np.ndarray]:
 def test_the_blocks_generate_core_functions() -> None:
     code, out, err = run_presk("dump", TRAIN, "--stage", "core")
     assert code == 0, err
-    for head in ("fn adamw.lr(t : ℝ[], total : ℝ[]) -> ℝ[]", "fn adamw.step(θ : params Tower",
-                 "fn run.step{B}(θ : params Tower"):
+    for head in (
+        "fn adamw.lr(t : ℝ[], total : ℝ[]) -> ℝ[]",
+        "fn adamw.step(θ : params Tower",
+        "fn run.step{B}(θ : params Tower",
+    ):
         assert head in out
     assert "value_and_grad[0] loss{B = B}(θ, batch)" in out
     # They are entries of their own, but not part of the summary of declared functions.
@@ -172,8 +175,11 @@ def test_native_f64_and_f32_stay_close_to_the_reference(tmp_path: Path) -> None:
     within 1e-6 (the largest difference relative to the largest weight)."""
     base = ("train", "tests/train/regression.psk", "--steps", "200", "--log-every", "1000")
     finals = {}
-    for name, extra in (("ref", ()), ("f64", ("--backend", "native")),
-                        ("f32", ("--backend", "native", "--realize", "f32"))):
+    for name, extra in (
+        ("ref", ()),
+        ("f64", ("--backend", "native")),
+        ("f32", ("--backend", "native", "--realize", "f32")),
+    ):
         code, _, err = run_presk(*base, "--ckpt", str(tmp_path / name), *extra)
         assert code == 0, err
         finals[name] = _leaves(samples.read(tmp_path / name / "final.psk.d")[0])
@@ -206,21 +212,44 @@ def test_resume_continues_to_the_bit(tmp_path: Path, backend: str) -> None:
 
 def test_plot_draws_and_redraws(tmp_path: Path) -> None:
     png = tmp_path / "loss.png"
-    code, out, err = run_presk("train", TRAIN, "--steps", "12", "--ckpt", str(tmp_path / "c"),
-                               "--backend", "native", "--plot", str(png))
+    code, out, err = run_presk(
+        "train",
+        TRAIN,
+        "--steps",
+        "12",
+        "--ckpt",
+        str(tmp_path / "c"),
+        "--backend",
+        "native",
+        "--plot",
+        str(png),
+    )
     assert code == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = tmp_path / "again.png"
-    code, out, err = run_presk("train", str(tmp_path / "c" / "log.jsonl"), "--plot", str(again))
-    assert code == 0, err and again.is_file()
+    code, _out, err = run_presk("train", str(tmp_path / "c" / "log.jsonl"), "--plot", str(again))
+    assert code == 0, err
+    assert again.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_ctrl_c_checkpoints_and_stops(tmp_path: Path) -> None:
     env = {**os.environ, "NO_COLOR": "1"}
-    cmd = [sys.executable, "-m", "presk.cli", "train", TRAIN, "--steps", "160", "--log-every", "1",
-           "--ckpt", str(tmp_path / "c")]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "presk.cli",
+        "train",
+        TRAIN,
+        "--steps",
+        "160",
+        "--log-every",
+        "1",
+        "--ckpt",
+        str(tmp_path / "c"),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.startswith("step 1 "), first
@@ -230,8 +259,18 @@ def test_ctrl_c_checkpoints_and_stops(tmp_path: Path) -> None:
     assert "interrupted after step" in err and "--resume" in err
     step = int(err.split("interrupted after step ")[1].split(";")[0])
     assert step < 160 and (tmp_path / "c" / f"step_{step}.json").is_file()
-    code, out, err = run_presk("train", TRAIN, "--steps", "160", "--log-every", "1000",
-                               "--resume", str(tmp_path / "c"), "--until", str(step + 2))
+    code, _out, err = run_presk(
+        "train",
+        TRAIN,
+        "--steps",
+        "160",
+        "--log-every",
+        "1000",
+        "--resume",
+        str(tmp_path / "c"),
+        "--until",
+        str(step + 2),
+    )
     assert code == 0, err
 
 
@@ -261,7 +300,7 @@ def test_bad_data_is_one_line(tmp_path: Path) -> None:
         "few.psk.d": "a batch of 8 is larger than the file's 5 samples",
     }
     for name, message in cases.items():
-        code, out, err = run_presk("train", str(_program(tmp_path, name)), "--steps", "2")
+        code, _out, err = run_presk("train", str(_program(tmp_path, name)), "--steps", "2")
         assert code == 1 and message in err, (name, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -276,8 +315,9 @@ def test_bad_checkpoints_are_one_line(tmp_path: Path) -> None:
     empty.mkdir()
     code, _, err = run_presk("train", TRAIN, "--resume", str(empty))
     assert code == 1 and "no checkpoint there" in err
-    code, _, err = run_presk("train", TRAIN, "--steps", "4", "--ckpt", str(tmp_path / "c"),
-                             "--backend", "native")
+    code, _, err = run_presk(
+        "train", TRAIN, "--steps", "4", "--ckpt", str(tmp_path / "c"), "--backend", "native"
+    )
     assert code == 0, err
     code, _, err = run_presk("train", TRAIN, "--resume", str(tmp_path / "c"))
     assert code == 1 and "the checkpoint's backend is native" in err

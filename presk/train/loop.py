@@ -26,9 +26,9 @@ from presk.entries import Binding, Entry
 from presk.host.realization import Realization
 from presk.interp import prims
 from presk.interp.adjoints import zeros_like
+from presk.interp.reference import Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw, to_reference
-from presk.interp.reference import Value
 from presk.interp.tensor import Tensor
 from presk.interp.tree import Tree
 from presk.pipeline import compile_entry, core_module
