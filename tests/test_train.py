@@ -212,7 +212,7 @@ def test_resume_continues_to_the_bit(tmp_path: Path, backend: str) -> None:
 
 def test_plot_draws_and_redraws(tmp_path: Path) -> None:
     png = tmp_path / "loss.png"
-    code, out, err = run_presk(
+    code, _, err = run_presk(
         "train",
         TRAIN,
         "--steps",
@@ -254,7 +254,7 @@ def test_ctrl_c_checkpoints_and_stops(tmp_path: Path) -> None:
     first = proc.stdout.readline()
     assert first.startswith("step 1 "), first
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted after step" in err and "--resume" in err
     step = int(err.split("interrupted after step ")[1].split(";")[0])
