@@ -106,14 +106,24 @@ def _orient(q: U64, flip: Bools) -> tuple[Bools, Bools, Bools]:
 
 def first(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     """z0, z1 and where each is undecided, for pairs of uniform53 draws, in long double."""
-    u1 = (m1 + np.uint64(1)).astype(_LD) * _SCALE  # exact: at most 54 bits
-    r = np.sqrt(_LD(-2) * np.log(u1))
+    # In place where it reads as well: each fresh array is memory that malloc may hand
+    # back to the system and fault in again on the next chunk.
+    r = (m1 + np.uint64(1)).astype(_LD)
+    r *= _SCALE  # u1, exact: at most 54 bits
+    np.log(r, out=r)
+    r *= -2
+    np.sqrt(r, out=r)
     q, k, flip, x = _reduce(m2)
-    a = x.astype(_LD) * TWO_PI_53
+    a = x.astype(_LD)
+    a *= TWO_PI_53
     # r sin a and r cos a are rounded to doubles first: the swaps and negations that give
     # z0 = r cos t and z1 = r sin t commute with rounding and cost less on doubles.
-    zs, bad_s = _nearest(r * np.sin(a))
-    zc, bad_c = _nearest(r * np.cos(a))
+    trig = np.sin(a)
+    trig *= r
+    zs, bad_s = _nearest(trig)
+    np.cos(a, out=trig)
+    trig *= r
+    zc, bad_c = _nearest(trig)
     swap, negate0, negate1 = _orient(q, flip)
     z0 = np.where(swap, zs, zc)
     z1 = np.where(swap, zc, zs)
