@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
+.PHONY: demo test check loc clean golden-update bench bench-train train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,22 @@ c-conformance: $(STAMP)
 
 libm-check: $(STAMP)
 	$(PY) libm/check_libm.py
+
+bench-train: $(STAMP)
+	$(PY) benchmarks/train.py
+
+# The training chapter's runs: the small regression and the tiny MiniGPT, on the
+# reference and natively in f64 and f32 (a few minutes: the reference is exact, not fast).
+TINY_GPT := tests/examples/minigpt/train_minigpt.psk --const V=64 --const D=16 --const H=2 --const L=2
+train-examples: $(STAMP)
+	$(PRESK) train tests/train/regression.psk --steps 200 --log-every 50 --ckpt out/train/regression
+	$(PRESK) train tests/train/regression.psk --steps 200 --log-every 50 --ckpt out/train/regression_f64 --backend native
+	$(PRESK) train tests/train/regression.psk --steps 200 --log-every 50 --ckpt out/train/regression_f32 --backend native --realize f32
+	$(PRESK) train $(TINY_GPT) --steps 20 --log-every 5 --ckpt out/train/minigpt
+	$(PRESK) train $(TINY_GPT) --steps 20 --log-every 5 --ckpt out/train/minigpt_f64 --backend native
+	$(PRESK) train $(TINY_GPT) --steps 20 --log-every 5 --ckpt out/train/minigpt_f32 --backend native --realize f32
+	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f64/final.psk.d
+	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f32/final.psk.d
 
 bench-synth: $(STAMP)
 	$(PY) benchmarks/synth.py

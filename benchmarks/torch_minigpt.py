@@ -97,3 +97,38 @@ def _forward(
         return _layer_norm(x, p["ln_f.γ"], p["ln_f.β"]) @ p["head.w"] + p["head.b"]
 
     return forward
+
+
+def train_step(
+    theta: dict[str, np.ndarray],
+    ids: np.ndarray,
+    targets: np.ndarray,
+    consts: dict[str, int],
+    adamw: dict[str, float],
+) -> tuple[Callable[[], torch.Tensor], Callable[[], None]]:
+    """For θ as presk's dotted leaves: the loss, and one eager training step
+    (zero_grad, forward, backward, `torch.optim.AdamW.step`) with presk's constants."""
+    p = {
+        path: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).requires_grad_()
+        for path, a in theta.items()
+    }
+    forward = _forward(p, torch.from_numpy(ids), consts)
+    flat_targets = torch.from_numpy(targets).reshape(-1)
+    opt = torch.optim.AdamW(
+        list(p.values()),
+        lr=adamw["lr"],
+        betas=(adamw["beta1"], adamw["beta2"]),
+        eps=adamw["eps"],
+        weight_decay=adamw["weight_decay"],
+    )
+
+    def loss() -> torch.Tensor:
+        logits = forward()
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), flat_targets)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss().backward()
+        opt.step()
+
+    return loss, step

@@ -431,11 +431,15 @@ def _fresh(name: str, taken: set[str]) -> str:
 
 
 def _vars(params: Params) -> set[str]:
-    inst = params.inst
-    found = {name for arg in inst.args for name, _ in arg.coeffs}
-    if inst.stack is not None:
-        found |= {name for name, _ in inst.stack.coeffs}
-    return found
+    """The dimensions a parameter tree's shapes depend on (a module's file `dim`s too)."""
+    from presk.types.scope import param_leaves
+
+    return {
+        name
+        for _, leaf, _ in param_leaves(params.inst)
+        for axis in leaf.axes
+        for name, _ in axis.size.coeffs
+    }
 
 
 def _info(file: FileEnv, name: str, dims: list[str], fn: ir.Function) -> FnInfo:
