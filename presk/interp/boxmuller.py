@@ -10,7 +10,7 @@ extended precision (`np.longdouble`, 64-bit significand, unit roundoff u = 2**-6
 * `second`, for those: the same formula in doubled long double (a value is hi + lo, about
   128 bits), using only +, -, * and sqrt, which IEEE 754 rounds correctly, and tables rounded
   from MPFR; nothing of the C library. Its bound is derived in Note [The second stage's
-  bound]; about one element in 10**6 stays undecided after it.
+  bound]; about 3 elements in 10**7 stay undecided after it.
 
 Both need numpy's longdouble to be the x87 format in 16 bytes (`X87`); the caller checks.
 """
@@ -40,8 +40,8 @@ LIBM_ULPS = 2
 # The relative error of z = r * trig is at most (3 L + 4.3) u plus second-order terms
 # (docs/rng.md §4.3); E u with E = 3 L + 6 covers them with a margin.
 _FIRST_ULPS = 3 * LIBM_ULPS + 6
-# The second stage's relative error is below 2**-77 (Note [The second stage's bound]); the
-# decision uses 2**-72, a margin of 32 against a slip in that count.
+# The second stage's relative error is below 2**-78.3 (Note [The second stage's bound]); the
+# decision uses 2**-72, a margin of 80 against a slip in that count.
 _SECOND_BOUND = 2.0**-72
 
 U64 = npt.NDArray[np.uint64]
@@ -324,11 +324,58 @@ def _decide(z: Pair) -> tuple[Doubles, Bools]:
     # zh - mid is exact (Sterbenz), so only the addition of zl is rounded.
     above = (zh - (d.astype(_LD) + up) / 2) + zl
     below = (zh - (d.astype(_LD) + down) / 2) + zl
-    margin = np.abs(zh) * _LD(_SECOND_BOUND)
+    margin = np.abs(zh) * _LD(_SECOND_BOUND)  # See Note [The second stage's bound]
     out = np.where(above > margin, up, np.where(below < -margin, down, d))
     undecided = ~((above > margin) | (below < -margin) | ((above < -margin) & (below > margin)))
     return out + 0.0, undecided | (zh == 0)
 
 
 # Note [The second stage's bound]
-# ...
+# u = 2**-64. The primitives: +, -, *, / of long doubles round to nearest (x87, 64-bit
+# precision); rint, frexp, scaling by 2 and negation are exact; sqrt is within an ulp (glibc
+# uses fsqrt, correctly rounded; Newton below needs only that). two_sum, fast_two_sum and
+# two_prod (Dekker's product with Veltkamp's split at 2**32 + 1, valid in radix 2 for any
+# precision) are exact, as nothing over- or underflows. A table entry or constant hi + lo is
+# within u**2 of its 256-bit value.
+#
+# log. u1 = 2**e f exactly, e in [-53, 0], f in [0.75, 1.5); j = rint(512 f), g = 1/(j/512)
+# rounded to 11 bits, so f g (53 + 11 bits) and r = f g - 1 (Sterbenz) are exact, and
+# |r| <= R = 2**-9.26 over the table (a unit test recomputes R exactly). log1p(r) is
+# r - r**2/2, exact as s + se, plus r**3 P(r) with P's Taylor terms through r**7:
+#   truncation <= |r| R**10 / 10.9 < 2**-93 |r|;
+#   r**3 P in long double: Horner over 8 terms (14.5u, coefficients included), r**2, r r**2
+#   and the product (3u), so 17.6u of |r**3 P| <= 0.334 R**2 |r|, and two more roundings
+#   in the tail of magnitude < 0.34 R**2 |r|: together 6.6u R**2 |r| < 2**-79.7 |r|.
+# e ln2_hi is exact (58 bits, |e| < 64); e ln2_lo, log(1/g)'s lo and the sums of the tails
+# add at most 2**-120 (|e ln 2| + |log g|), and both terms are exactly 0 when e = 0 and
+# j = 512 (g = 1). Elsewhere |log u1| >= 2**-10 and |r| / |log u1| <= 1.006 (the same
+# test), so the relative error of log u1 is eps_y <= 1.006 * 2**-79.7 + 2**-110 < 2**-79.6.
+#
+# sqrt. w = -2 y exactly; s = sqrt(wh), s**2 = p + pe exactly and wh - p is exact
+# (Sterbenz), so the residual w - s**2 is known to u**2 and one Newton step leaves
+# (3u)**2 / 8: the relative error of r is eps_y / 2 + 2**-120 < 2**-80.5.
+#
+# sin, cos. a = x (2 pi hi + 2 pi lo) 2**-53 to 4u**2 relative (two_prod, one rounded
+# product of the lo part); j = rint(128 a), d = a - j/128 exactly (Sterbenz for j >= 1)
+# as d + dl, |d| <= 2**-8. sin d = d + d**3 Q(d**2), Q through d**9 (truncation
+# < 2**-105 |d|); d**3 Q in long double errs by 12.5u of |d**3 Q| <= 2**-18.58 |d| (d vs
+# d + dl, d**2, Horner over 4 terms, two products), the rounding of dl + d**3 Q by u of it:
+# in all < 2**-78.85 |sin d|. cos d = 1 - d**2/2 (exact as p, pe, d dl) + d**4 R(d**2):
+# within 2**-95. sin a = S_j cos d + C_j sin d, cos a = C_j cos d - S_j sin d, each
+# product and sum within 3u**2 of its operands. For j = 0 (S = 0, C = 1, exactly)
+# sin a = sin d. For j >= 1, sin a >= sin(2**-8) >= |sin d| and the two terms sum to at
+# most 3 sin a, so sin a errs by < 2**-78.85 + 2**-94 + 2**-120 relative: < 2**-78.8.
+# cos a >= 0.707 errs by < 2**-86.6. The argument's own error moves both by < 2**-125.
+#
+# z = r * (+-sin a or +-cos a) (exact swaps and negations) within 3u**2 more, so
+# |z_hi + z_lo - z| <= (2**-80.5 + 2**-78.8 + 2**-100) |z| < 2**-78.38 |z_hi|, where z is
+# the value of the formula with 2 pi at 256 bits; MPFR's z_256 is within 2**-190 |z| of
+# it (docs/rng.md §4.3), so within 2**-78.3 |z_hi| of z_hi + z_lo too.
+#
+# The decision. d = RN53(z_hi); the midpoints m between d and its neighbours are exact in
+# 64 bits and z_hi - m is exact (Sterbenz), so `above` and `below` are z_hi + z_lo - m
+# rounded once (within u of themselves). If one of them exceeds the margin 2**-72 |z_hi| in
+# the direction away from d's side, the exact and MPFR values lie strictly past that
+# midpoint and short of the next (an ulp of d away, far beyond z_lo and the bound), so
+# both round to that neighbour; if both point back to d, both round to d. A value within
+# the margin of a midpoint (tie included) is left to MPFR.
