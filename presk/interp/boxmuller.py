@@ -24,7 +24,7 @@ import gmpy2
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UNIT", "X87", "first", "second"]
+__all__ = ["UNIT", "X87", "first", "pair", "scale", "second"]
 
 _LD = np.longdouble
 # A 64-bit significand, stored in the low 8 of 16 bytes (1.5 has it 0xC000000000000000).
@@ -61,10 +61,11 @@ def _ld(x: Any) -> Any:
     return _LD(hi) + _LD(float(x - hi))
 
 
-def _pair(x: Any) -> tuple[Any, Any]:
-    """x (an mpfr at 256 bits) as hi + lo: hi = RN64(x), lo = RN64(x - hi)."""
-    hi = gmpy2.mpfr(x, 64)
-    return _ld(hi), _ld(gmpy2.mpfr(x - hi, 64))
+def pair(x: Any) -> tuple[Any, Any]:
+    """x (an mpfr of at most 256 bits) as hi + lo: hi = RN64(x), lo = RN64(x - hi)."""
+    with gmpy2.context(precision=256):  # x - hi is exact at x's precision
+        hi = gmpy2.mpfr(x, 64)
+        return _ld(hi), _ld(gmpy2.mpfr(x - hi, 64))
 
 
 def _two_pi() -> Any:
@@ -72,7 +73,7 @@ def _two_pi() -> Any:
         return 2 * gmpy2.const_pi()
 
 
-_TWO_PI_HI, _TWO_PI_LO = _pair(_two_pi())
+_TWO_PI_HI, _TWO_PI_LO = pair(_two_pi())
 TWO_PI_53 = _TWO_PI_HI * _SCALE  # RN64(2 pi) 2**-53: exact, a power-of-two scaling
 
 
@@ -138,8 +139,8 @@ def first(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     return z0 + 0.0, z1 + 0.0, bad0, bad1
 
 
-def _nearest(z: Ld) -> tuple[Doubles, Bools]:
-    """RN53(z), and where the first stage's bound around z may reach a midpoint."""
+def _nearest(z: Ld, ulps: int = _FIRST_ULPS) -> tuple[Doubles, Bools]:
+    """RN53(z), and where a bound of `ulps` u |z| around z may reach a midpoint."""
     # The x87 format keeps the 64-bit significand (integer bit included) in the low 8 of
     # each element's 16 bytes. The midpoints between doubles in z's binade are where its
     # low 11 bits read 1024, and the bound E u |z| is below E (top + 1) / 32 units in the
@@ -147,13 +148,35 @@ def _nearest(z: Ld) -> tuple[Doubles, Bools]:
     # that (in those units) leaves no midpoint within the bound.
     sig = np.ascontiguousarray(z).view(np.uint64)[0::2]
     dist = np.abs((sig & np.uint64(0x7FF)).astype(np.int64) - 1024)
-    reach = _FIRST_ULPS * ((sig >> np.uint64(59)).astype(np.int64) + 1)
+    reach = ulps * ((sig >> np.uint64(59)).astype(np.int64) + 1)
     return z.astype(np.float64), (dist << 5) < reach
 
 
 # ---------------------------------------------------------------------------------------------
+# Scaled normals: RN53(RN256(z std)) for doubles z
+
+
+def scale(z: Doubles, std: Pair) -> tuple[Doubles, Bools]:
+    """RN53(z * std) for std = hi + lo (its 256-bit value to u**2), and where undecided."""
+    # First z * hi in long double: two roundings of half an ulp (std's and the product's),
+    # so 2u covers them. The undecided (about 0.1%) are redone exactly: z hi by two_prod,
+    # z lo within u of itself, 3u**2 in all, far inside the second stage's margin.
+    p = z.astype(_LD)
+    p *= std[0]
+    out, bad = _nearest(p, 2)
+    redo = np.flatnonzero(bad)
+    if redo.size:
+        zr = z[redo].astype(_LD)
+        ph, pl = _two_prod(zr, std[0])
+        exact, left = _decide(_fast_two_sum(ph, pl + zr * std[1]))
+        out[redo] = np.where(left, out[redo], exact)
+        bad[redo] = left
+    return out + 0.0, bad
+
+
+# ---------------------------------------------------------------------------------------------
 # Error-free transformations on long doubles (exact barring overflow and underflow, which
-# cannot occur here: every magnitude lies in [2**-200, 2**10])
+# cannot occur here: every magnitude lies in [2**-1100, 2**1000], the format's in 2**+-16382)
 
 
 def _two_sum(a: Ld, b: Ld) -> Pair:
@@ -208,10 +231,10 @@ def _tables() -> dict[str, Any]:
         ln2_hi = gmpy2.mpfr(ln2, 58)  # e * ln2_hi is exact for |e| <= 63
         # Entry i is for c = (i + 384) 2**-9, f in [0.75, 1.5) rounding to 384..768.
         gs = [gmpy2.mpfr(gmpy2.mpfr(1 << _LOG_STEP) / j, _LOG_BITS) for j in range(384, 769)]
-        logs = [_pair(-gmpy2.log(g)) for g in gs]
+        logs = [pair(-gmpy2.log(g)) for g in gs]
         angles = [gmpy2.mpfr(j) / (1 << _TRIG_STEP) for j in range(102)]
-        sines = [_pair(gmpy2.sin(t)) for t in angles]
-        cosines = [_pair(gmpy2.cos(t)) for t in angles]
+        sines = [pair(gmpy2.sin(t)) for t in angles]
+        cosines = [pair(gmpy2.cos(t)) for t in angles]
         return {
             "ln2": (_ld(ln2_hi), _ld(gmpy2.mpfr(ln2 - ln2_hi, 64))),
             "g": np.array([_ld(g) for g in gs], dtype=_LD),

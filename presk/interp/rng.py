@@ -542,9 +542,16 @@ def scaled_normals_array(key: Key, n: int, std: Real) -> npt.NDArray[np.float64]
         s = _mpfr(std)
         if not (VECTOR and _safe(s)):
             return np.array([_scaled_one(z, s) for z in zs.tolist()], dtype=np.float64)
-        # z is a double (exact in 64 bits) and s rounded once: two roundings in all.
-        p = zs.astype(_LD) * _longdouble(s)
-        out, bad = _rounded(p, np.abs(p) * _LD(5 * UNIT))
-        for i in np.flatnonzero(bad).tolist():
+        s_pair = boxmuller.pair(s)
+    out = np.empty(n, dtype=np.float64)
+    retry: list[int] = []
+
+    def fill(start: int, stop: int) -> None:
+        out[start:stop], bad = boxmuller.scale(zs[start:stop], s_pair)
+        retry.extend((start + np.flatnonzero(bad)).tolist())
+
+    _chunked(n, fill)
+    with gmpy2.context(precision=256):
+        for i in retry:
             out[i] = _scaled_one(float(zs[i]), s)
     return out

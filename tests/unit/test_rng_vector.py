@@ -120,7 +120,13 @@ def test_xavier_equals_the_mpfr_definition(fan_in: int, fan_out: int) -> None:
         rng.xavier_uniform_array(KEYS[0], 2, 0, 0)
 
 
-@pytest.mark.parametrize("std", [Fraction(1, 50), Fraction(3), 0, 1e-200, Fraction(1, 10**300), -2])
+# 1 + 2**-53 puts every product near the midpoint above z when z's significand is near 1
+# (a tie at a power of two), and 1 - 2**-54 near the one below: both stages' hard cases.
+STDS = [Fraction(1, 50), Fraction(3), 0, 1e-200, Fraction(1, 10**300), -2]
+STDS += [Fraction(2**53 + 1, 2**53), Fraction(2**54 - 1, 2**54), -(2.0**-899)]
+
+
+@pytest.mark.parametrize("std", STDS)
 def test_scaled_normals_equal_the_mpfr_definition(std: Any) -> None:
     key = KEYS[0]
     assert same_bits(
@@ -305,3 +311,33 @@ def test_log_table_reduction_constants() -> None:
             ratio = max(ratio, r / Fraction(*least.as_integer_ratio()))
     assert float(r_max) <= 2.0**-9.26
     assert float(ratio) <= 1.006
+
+
+def test_scale_leaves_ties_and_decides_the_rest() -> None:
+    # z (1 + 2**-53) is a tie exactly when z is a power of two, and (1 + 2**-52) (1 +- 2**-53)
+    # lies 2**-105 from a midpoint: those must stay undecided (z (1 - 2**-53) is a double
+    # there); all else rounds as MPFR does.
+    zs = np.array([1.0, 2.0, -0.5, 2.0**-70, 1.5, -3.0, 1 + 2.0**-52, 0.0], dtype=np.float64)
+    cases = {
+        Fraction(2**53 + 1, 2**53): [1, 1, 1, 1, 0, 0, 1, 0],
+        Fraction(2**53 - 1, 2**53): [0, 0, 0, 0, 0, 0, 1, 0],
+        Fraction(7, 3): [0] * 8,
+    }
+    for std, hard in cases.items():
+        with gmpy2.context(precision=256):
+            s = rng._mpfr(std)
+            got, left = boxmuller.scale(zs, boxmuller.pair(s))
+            want = [rng._scaled_one(float(z), s) for z in zs.tolist()]
+        assert left.tolist() == [bool(h) for h in hard], std
+        for g, still, w in zip(got.tolist(), left.tolist(), want, strict=True):
+            if not still:
+                assert g.hex() == w.hex(), std
+
+
+def test_scaled_ties_take_the_mpfr_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    zs = np.array([1.0, -2.0, 1 + 2.0**-52, 0.75, 2.0**-60, 1.0], dtype=np.float64)
+    monkeypatch.setattr(rng, "normals_array", lambda key, n: zs[:n].copy())
+    monkeypatch.setattr(rng, "normals", lambda key, n, bits=256: zs[:n].tolist())
+    for std in (Fraction(2**53 + 1, 2**53), Fraction(2**53 - 1, 2**53)):
+        got = rng.scaled_normals_array(KEYS[0], len(zs), std)
+        assert same_bits(got, rng.scaled_normals(KEYS[0], len(zs), std))
