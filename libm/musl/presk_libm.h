@@ -41,6 +41,22 @@ float presk_sinf(float x) PRESK_LIBM_CONST;
 float presk_cosf(float x) PRESK_LIBM_CONST;
 float presk_erff(float x) PRESK_LIBM_CONST;
 
+/* Lanes (GCC and Clang vector extensions): y[l] = presk_exp(x[l]) for each of
+ * PRESK_LANES_F64 doubles, y[l] = presk_expf(x[l]) for each of PRESK_LANES_F32
+ * floats, and so on; every lane has the scalar function's bits.  y may be x. */
+#if defined(__GNUC__)
+#define PRESK_LANES_F64 8
+#define PRESK_LANES_F32 16
+void presk_exp_lanes(double *y, const double *x);
+void presk_log_lanes(double *y, const double *x);
+void presk_tanh_lanes(double *y, const double *x);
+void presk_erf_lanes(double *y, const double *x);
+void presk_expf_lanes(float *y, const float *x);
+void presk_logf_lanes(float *y, const float *x);
+void presk_tanhf_lanes(float *y, const float *x);
+void presk_erff_lanes(float *y, const float *x);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
