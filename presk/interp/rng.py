@@ -379,13 +379,29 @@ def _chunked(n: int, fill: Callable[[int, int], None]) -> None:
 
 def uniforms_array(key: Key, n: int) -> npt.NDArray[np.float64]:
     """`uniforms(key, n)` as a float64 array."""
-    return (u64_array(key, n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    _check_count(n)
+    out = np.empty(n, dtype=np.float64)
+
+    def fill(start: int, stop: int) -> None:
+        out[start:stop] = (_u64_range(key, start, stop) >> np.uint64(11)).astype(np.float64)
+        out[start:stop] *= 2.0**-53
+
+    _chunked(n, fill)
+    return out
 
 
 def randints_array(key: Key, n: int, bound: int) -> npt.NDArray[np.uint64]:
     """`randints(key, n, bound)` as a uint64 array: the high word of u64 * bound, vectorised."""
     _check_bound(bound)
-    return _mulhi(u64_array(key, n), bound)
+    _check_count(n)
+    out = np.empty(n, dtype=np.uint64)
+
+    # Chunked like the draws themselves: _mulhi's eight temporaries stay cache-sized.
+    def fill(start: int, stop: int) -> None:
+        out[start:stop] = _mulhi(_u64_range(key, start, stop), bound)
+
+    _chunked(n, fill)
+    return out
 
 
 def _mulhi(x: npt.NDArray[np.uint64], bound: int) -> npt.NDArray[np.uint64]:
