@@ -10,7 +10,7 @@ extended precision (`np.longdouble`, 64-bit significand, unit roundoff u = 2**-6
 * `second`, for those: the same formula in doubled long double (a value is hi + lo, about
   128 bits), using only +, -, * and sqrt, which IEEE 754 rounds correctly, and tables rounded
   from MPFR; nothing of the C library. Its bound is derived in Note [The second stage's
-  bound]; about 3 elements in 10**7 stay undecided after it.
+  bound]; about 2 elements in 10**6 stay undecided after it.
 
 Both need numpy's longdouble to be the x87 format in 16 bytes (`X87`); the caller checks.
 """

@@ -441,7 +441,8 @@ def _mpfr(x: Real) -> Mpfr:
 # Each element is computed in x87 extended precision (64-bit significands) with a bound on
 # its error; when the interval [approx - bound, approx + bound] rounds to one double, that
 # double is the rounding of the exact value and of the MPFR value (both lie inside), and
-# otherwise (rarely) the element is recomputed by the MPFR definition itself.
+# otherwise (rarely) the element is recomputed: normals by boxmuller's second stage first,
+# then, if still undecided, by the MPFR definition itself.
 
 _LD = np.longdouble
 # The vector path needs the x87 format; elsewhere every element takes the MPFR path.
@@ -482,7 +483,7 @@ def normals_array(key: Key, n: int) -> npt.NDArray[np.float64]:
         m1, m2 = m[0::2], m[1::2]
         z0, z1, bad0, bad1 = boxmuller.first(m1, m2)
         # The first stage's undecided pairs (about 1%) go through the second, still on
-        # this thread; what it leaves (about 10**-6) takes the MPFR path below.
+        # this thread; what it leaves (about 2 in 10**6) takes the MPFR path below.
         redo = np.flatnonzero(bad0 | bad1)
         if redo.size:
             w0, w1, left0, left1 = boxmuller.second(m1[redo], m2[redo])
