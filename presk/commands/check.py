@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from presk.commands.common import const_overrides, file_args, guard, later_flag, refuse_later_flags
-from presk.diagnostics import print_diagnostics
+from presk.diagnostics import CommandError, print_diagnostics
 from presk.pipeline import front_end
+from presk.types.training import TrainingRun
 
 NAME = "check"
 HELP = "Type-check a program: shapes, regularity classes, effects"
@@ -26,14 +27,29 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(handler=main)
 
 
-def _data_file_type(path: str) -> str | None:
-    """The sample type a `.psk.d` file holds, for the training summary."""
+def _data_file_type(path: str, run: TrainingRun | None) -> str:
+    """What a run's `.psk.d` file holds, for the training summary: its sample type, and
+    how the run's batches cut it (or why they cannot)."""
     from presk.data.format import DataError, read
+    from presk.train.data import load
 
     try:
-        return read(path).type
+        held = f"file holds {read(path).type}"
+    except FileNotFoundError:
+        return "file not found"
     except (DataError, OSError):
-        return None
+        return "not a data file"
+    if run is None:
+        return held
+    try:
+        batches = load(run, path)
+    except CommandError as error:
+        return f"{held}, which does not fit: {str(error).split(': ', 1)[-1]}"
+    left = f", the last {batches.dropped} left out" if batches.dropped else ""
+    return (
+        f"{held}, {batches.samples.count} samples: {batches.per_epoch} batches "
+        f"of {batches.size} an epoch{left}"
+    )
 
 
 def main(args: argparse.Namespace) -> int:

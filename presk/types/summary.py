@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
+
+if TYPE_CHECKING:
+    from presk.types.training import TrainingRun
 
 
 def _signature_line(info: FnInfo) -> str:
@@ -19,8 +24,9 @@ def _regularity_line(info: FnInfo) -> str:
     return f"{info.name} : [{classes}] uses {effects}"
 
 
-# Reads the sample type a data file holds (a later stage provides it), or None.
-FileType = Callable[[str], str | None]
+# What a run's data file holds, as the summary says it (a later stage opens the file):
+# given its path and the checked run (None when the block did not check).
+FileType = Callable[[str, "TrainingRun | None"], str]
 
 
 def summary(checked: CheckedProgram, file_type: FileType | None = None) -> str:
@@ -75,8 +81,8 @@ def training_summary(checked: CheckedProgram, file_type: FileType | None = None)
             holds = ""
             if file_type is not None:
                 directory = os.path.dirname(main.path)
-                found = file_type(os.path.join(directory, path))
-                holds = f" — file holds {found}" if found else " — file not found"
+                checked_run = next((r for r in checked.trainings if r.name == run.name.name), None)
+                holds = " — " + file_type(os.path.join(directory, path), checked_run)
             lines.append(f"    data    : {path} ({', '.join(steps)}){holds}")
         if "epochs" in fields:
             lines.append(f"    epochs  : {_text(fields['epochs'].value)}")
