@@ -8,9 +8,11 @@ extended precision (`np.longdouble`, 64-bit significand, unit roundoff u = 2**-6
 * `first`: plain long double, the C library's logl, sinl and cosl, one relative error bound
   for every element (docs/rng.md §4.3). About 1% of the elements stay undecided.
 * `second`, for those: the same formula in doubled long double (a value is hi + lo, about
-  128 bits), using only +, -, * and sqrt, which IEEE 754 rounds correctly, and tables rounded
-  from MPFR; nothing of the C library. Its bound is derived in Note [The second stage's
-  bound]; about 2 elements in 10**6 stay undecided after it.
+  128 bits), using only +, -, *, / and sqrt, which IEEE 754 rounds correctly, and tables
+  rounded from MPFR; nothing of the C library. Its bound is derived in Note [The second
+  stage's bound]; about 2 elements in 10**6 stay undecided after it.
+
+`scale` does the same for `normal(std=…)`: RN53(z * std) for normals z, in two stages.
 
 Both need numpy's longdouble to be the x87 format in 16 bytes (`X87`); the caller checks.
 """
@@ -143,9 +145,9 @@ def _nearest(z: Ld, ulps: int = _FIRST_ULPS) -> tuple[Doubles, Bools]:
     """RN53(z), and where a bound of `ulps` u |z| around z may reach a midpoint."""
     # The x87 format keeps the 64-bit significand (integer bit included) in the low 8 of
     # each element's 16 bytes. The midpoints between doubles in z's binade are where its
-    # low 11 bits read 1024, and the bound E u |z| is below E (top + 1) / 32 units in the
-    # last place, `top` being the significand's 5 leading bits: a distance of at least
-    # that (in those units) leaves no midpoint within the bound.
+    # low 11 bits read 1024, and the bound ulps * u |z| is below ulps (top + 1) / 32 units
+    # in the last place, `top` being the significand's 5 leading bits: a distance of at
+    # least that (in those units) leaves no midpoint within the bound.
     sig = np.ascontiguousarray(z).view(np.uint64)[0::2]
     dist = np.abs((sig & np.uint64(0x7FF)).astype(np.int64) - 1024)
     reach = ulps * ((sig >> np.uint64(59)).astype(np.int64) + 1)
@@ -159,8 +161,8 @@ def _nearest(z: Ld, ulps: int = _FIRST_ULPS) -> tuple[Doubles, Bools]:
 def scale(z: Doubles, std: Pair) -> tuple[Doubles, Bools]:
     """RN53(z * std) for std = hi + lo (its 256-bit value to u**2), and where undecided."""
     # First z * hi in long double: two roundings of half an ulp (std's and the product's),
-    # so 2u covers them. The undecided (about 0.1%) are redone exactly: z hi by two_prod,
-    # z lo within u of itself, 3u**2 in all, far inside the second stage's margin.
+    # so 2u covers them. The undecided (about 0.2%) are redone: z hi exactly by two_prod,
+    # z lo and the sum each rounded, within 4u**2 in all, far inside the 2**-72 margin.
     p = z.astype(_LD)
     p *= std[0]
     out, bad = _nearest(p, 2)
