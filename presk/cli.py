@@ -20,8 +20,8 @@ BUILT = (check, run, dump, bench, export, data, train)
 
 BANNER = (
     f"presk {__version__}: a compiler for a typed tensor language. Built today: check, "
-    "run (the exact reference, or native C in f64/f32/bf16), dump, bench, export --target c "
-    "and data; the other commands say they are not built yet"
+    "run (the exact reference, or native C in f64/f32/bf16), dump, bench, export --target c, "
+    "data and train; the other commands say they are not built yet"
 )
 
 # Every command of the manual's list, with its one-line help.

@@ -25,6 +25,8 @@ SKIPPED = {
     "make golden-update": "rewrites the golden files",
     "make bench-reference": "minutes of the reference interpreter",
     "make bench": "minutes of timing",
+    "make bench-train": "minutes of timing, the course GPT's compile among them",
+    "make train-examples": "minutes of the reference interpreter training the tiny MiniGPT",
     "make conformance": "minutes: every primitive in three types",
     "make c-conformance": "minutes: every program on two compilers",
     "make libm-check": "minutes: 10⁶ inputs per function",
