@@ -93,8 +93,8 @@ class Step:
             theta,
             _zeros(theta),
             _zeros(theta),
-            np.float32(1),
-            np.float32(1000),
+            np.int64(1),
+            np.int64(1000),
             (self.ids, self.targets),
         ]
         self.invoke = self.compiled.bind(self.args).invoke

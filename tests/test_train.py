@@ -48,7 +48,7 @@ def test_the_blocks_generate_core_functions() -> None:
     code, out, err = run_presk("dump", TRAIN, "--stage", "core")
     assert code == 0, err
     for head in (
-        "fn adamw.lr(t : ℝ[], total : ℝ[]) -> ℝ[]",
+        "fn adamw.lr(t : idx[9007199254740992][], total : idx[9007199254740992][]) -> ℝ[]",
         "fn adamw.step(θ : params Tower",
         "fn run.step{B}(θ : params Tower",
     ):
@@ -67,10 +67,10 @@ def test_the_schedule_is_warmup_then_cosine() -> None:
             want = lr * t / warmup
         else:
             want = lr * 0.5 * (1 + math.cos(math.pi * (t - warmup) / (total - warmup)))
-        got = float(compiled(np.float64(t), np.float64(total)))
+        got = float(compiled(np.int64(t), np.int64(total)))
         assert got == pytest.approx(want, rel=1e-15, abs=1e-18), t
     # A horizon inside the warm-up never divides by zero.
-    assert float(compiled(np.float64(5), np.float64(10))) == pytest.approx(lr * 5 / warmup)
+    assert float(compiled(np.int64(5), np.int64(10))) == pytest.approx(lr * 5 / warmup)
 
 
 def _f64():  # type: ignore[no-untyped-def]
@@ -89,8 +89,8 @@ def test_adamw_step_is_adamw() -> None:
     m, v, g = (_tree_like(compiled, gen) for _ in range(3))
     v = {k: np.abs(x) for k, x in _leaves(v).items()}
     flat = {name: _leaves(t) for name, t in (("θ", theta), ("m", m), ("g", g))}
-    t, lr = 7.0, 0.003
-    new_theta, new_m, new_v = compiled(theta, m, _nest(v), g, np.float64(t), np.float64(lr))
+    t, lr = 7, 0.003
+    new_theta, new_m, new_v = compiled(theta, m, _nest(v), g, np.int64(t), np.float64(lr))
     for path, x in flat["θ"].items():
         m1 = b1 * flat["m"][path] + (1 - b1) * flat["g"][path]
         v1 = b2 * v[path] + (1 - b2) * flat["g"][path] ** 2

@@ -24,12 +24,11 @@ from presk.elab.presburger import Lin
 from presk.elab.ty import SCALAR, Params, Type, subst
 from presk.entries import Binding, Entry
 from presk.host.realization import Realization
-from presk.interp import prims
 from presk.interp.adjoints import zeros_like
 from presk.interp.reference import Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw, to_reference
-from presk.interp.tensor import Tensor
+from presk.interp.tensor import Kind, Tensor
 from presk.interp.tree import Tree
 from presk.pipeline import compile_entry, core_module
 from presk.train import checkpoint
@@ -125,8 +124,8 @@ class ReferenceStepper:
                 self.theta,
                 self.m,
                 self.v,
-                prims.real(Fraction(t)),
-                prims.real(Fraction(total)),
+                _count(t),
+                _count(total),
                 value,
             ]
             out = self.interp.call(self.run.step.name, self.dims, args)
@@ -157,6 +156,11 @@ class ReferenceStepper:
             self.v = checkpoint.from_exact(self.v, loaded.exact["v"])
         except (KeyError, ValueError, TypeError) as error:
             raise CommandError(f"the checkpoint's exact values are damaged ({error})") from None
+
+
+def _count(step: int) -> Tensor:
+    """A step count as the reference holds an `idx[2⁵³][]`."""
+    return Tensor(Kind.IDX, (), np.array(step, dtype=object), 2**53)
 
 
 def _structured(leaves: list[Any], ty: Type) -> Any:
@@ -196,7 +200,6 @@ class NativeStepper:
         )
         env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
         self.batch_ty: Type = subst(run.objective.params[1][1], env)
-        self.dtype = np.float64 if realization.default == "f64" else np.float32
         self.theta: Any = theta0
         self.m: Any = _zeros(theta0)
         self.v: Any = _zeros(theta0)
@@ -207,8 +210,8 @@ class NativeStepper:
         return host.launches, host.launches_unfused
 
     def step(self, t: int, total: int, batch: list[Any]) -> tuple[float, float, float]:
-        when = np.array(t, dtype=self.dtype)
-        horizon = np.array(total, dtype=self.dtype)
+        when = np.array(t, dtype=np.int64)
+        horizon = np.array(total, dtype=np.int64)
         out = self.compiled(
             self.theta, self.m, self.v, when, horizon, _structured(batch, self.batch_ty)
         )

@@ -24,7 +24,7 @@ from presk.core import ir
 from presk.core.build import Builder
 from presk.elab.presburger import Lin
 from presk.elab.program import ConstError, FileEnv, const_eval
-from presk.elab.ty import SCALAR, Params, Tensor, TupleT, Type
+from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type, const_lin
 from presk.syntax import ast
 from presk.types.regularity import Reg
 from presk.types.scope import find_module, member_type
@@ -40,6 +40,9 @@ ADAMW_DEFAULTS: dict[str, Fraction] = {
 }
 OPTIMIZER_FIELDS = (*ADAMW_DEFAULTS, "schedule")
 TRAINING_FIELDS = ("model", "objective", "optimizer", "data", "epochs")
+
+# A step count: an index, so that every realization holds it exactly.
+STEP = Tensor(Elem.IDX, (), bound=const_lin(2**53))
 
 # π to 120 digits: exact far beyond any precision a run asks for (256 bits ≈ 77 digits).
 PI = Fraction(
@@ -462,6 +465,11 @@ def _real(b: Builder, value: Fraction) -> ir.Operand:
     return b.prim("real", (ir.Lit(value),), SCALAR)
 
 
+def _count(b: Builder, step: ir.Operand) -> ir.Operand:
+    """A step count as a real (exact: counts stay far below 2⁵³)."""
+    return b.prim("real", (step,), SCALAR)
+
+
 def rate_function(name: str, opt: AdamW) -> ir.Function:
     """`lr · min(t, w)/w · ½(1 + cos(π · max(t − w, 0) / max(total − w, 1)))`, branch-free.
 
@@ -469,8 +477,9 @@ def rate_function(name: str, opt: AdamW) -> ir.Function:
     warm-up, cos 0 = 1 during it), so the two phases are one formula.
     """
     b = Builder(name, ())
-    t = b.param("t", SCALAR)
-    total = b.param("total", SCALAR)
+    t_count = b.param("t", STEP)
+    total_count = b.param("total", STEP)
+    t, total = _count(b, t_count), _count(b, total_count)
     rate: ir.Operand = _real(b, opt.lr)
     if opt.cosine:
         w = Fraction(opt.warmup)
@@ -552,8 +561,9 @@ def update_function(name: str, dims: list[str], params: Params, opt: AdamW) -> i
     m = b.param("m", params)
     v = b.param("v", params)
     g = b.param("g", params)
-    t = b.param("t", SCALAR)
+    t_count = b.param("t", STEP)
     lr = b.param("lr", SCALAR)
+    t = _count(b, t_count)
 
     def corr(beta: Fraction) -> ir.Operand:
         power = b.prim("pow", (_real(b, beta), t), SCALAR)
@@ -610,8 +620,8 @@ def step_function(
     theta = b.param("θ", params)
     m = b.param("m", params)
     v = b.param("v", params)
-    t = b.param("t", SCALAR)
-    total = b.param("total", SCALAR)
+    t = b.param("t", STEP)
+    total = b.param("total", STEP)
     batch = b.param("batch", batch_ty)
     dims = tuple((d, Lin.var(d)) for d in objective.dims)
     both = TupleT((SCALAR, params))
