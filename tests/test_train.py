@@ -22,6 +22,7 @@ from conftest import REPO_ROOT, run_presk
 from presk.data import samples
 from presk.interp import rng
 from presk.pipeline import compile_path, front_end
+from presk.train import checkpoint
 from presk.train.data import load, permutation
 
 TRAIN = "tutorial/07_train.psk"
@@ -330,3 +331,41 @@ def test_bad_checkpoints_are_one_line(tmp_path: Path) -> None:
 def test_train_refuses_a_file_without_a_run() -> None:
     code, _, err = run_presk("train", "tutorial/06_tower.psk")
     assert code == 2 and "has no `training run` block" in err
+
+
+def test_a_checkpoint_cut_short_leaves_the_previous_one(tmp_path: Path) -> None:
+    """A run killed between a checkpoint's files: its JSON, written last, is missing, so the
+    step before stays the latest and resuming from it continues the run."""
+    directory = tmp_path / "c"
+    code, _, err = run_presk(
+        "train",
+        TRAIN,
+        "--steps",
+        "60",
+        "--until",
+        "50",
+        "--ckpt",
+        str(directory),
+        "--backend",
+        "native",
+    )
+    assert code == 0, err
+    assert checkpoint.latest(str(directory)) == 50
+    # What a kill after the weights but before the JSON of step 55 leaves behind.
+    (directory / "step_55.psk.d").write_bytes((directory / "step_50.psk.d").read_bytes())
+    (directory / ".step_55.json.123.tmp").write_text('{"step": 5')
+    assert checkpoint.latest(str(directory)) == 50
+    code, out, err = run_presk(
+        "train",
+        TRAIN,
+        "--steps",
+        "60",
+        "--log-every",
+        "5",
+        "--resume",
+        str(directory),
+        "--backend",
+        "native",
+    )
+    assert code == 0, err
+    assert _steps(out)[0].startswith("step 55 ")
