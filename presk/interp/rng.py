@@ -560,15 +560,16 @@ def scaled_normals_array(key: Key, n: int, std: Real) -> npt.NDArray[np.float64]
         if not (VECTOR and _safe(s)):
             return np.array([_scaled_one(z, s) for z in zs.tolist()], dtype=np.float64)
         s_pair = boxmuller.pair(s)
-    out = np.empty(n, dtype=np.float64)
-    retry: list[int] = []
+    retry: list[tuple[int, float]] = []  # (element, z) to take the MPFR path
 
+    # In place over the normals: a second fresh array of this size costs its page faults.
     def fill(start: int, stop: int) -> None:
-        out[start:stop], bad = boxmuller.scale(zs[start:stop], s_pair)
-        retry.extend((start + np.flatnonzero(bad)).tolist())
+        scaled, bad = boxmuller.scale(zs[start:stop], s_pair)
+        retry.extend((start + i, float(zs[start + i])) for i in np.flatnonzero(bad).tolist())
+        zs[start:stop] = scaled
 
     _chunked(n, fill)
     with gmpy2.context(precision=256):
-        for i in retry:
-            out[i] = _scaled_one(float(zs[i]), s)
-    return out
+        for i, z in retry:
+            zs[i] = _scaled_one(z, s)
+    return zs
