@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"backends"},
     {"pipeline"},
     {"train"},
+    {"serve"},
     {"export"},
     {"api"},
     {"commands"},

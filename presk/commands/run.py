@@ -153,7 +153,7 @@ def _choose(checked: CheckedProgram, args: argparse.Namespace) -> tuple[Chosen, 
     return Chosen(checked, entry, bind_dims(entry, dims)), data
 
 
-def _use_weights(path: str, types: list[Type], drawn: list[Any]) -> None:
+def _use_weights(path: str, types: list[Type], drawn: list[Any], dims: dict[str, int]) -> None:
     """--weights: the entry's parameter tree from a checkpoint instead of its initializers."""
     from presk.elab.ty import Params
     from presk.train.checkpoint import read_weights
@@ -161,7 +161,9 @@ def _use_weights(path: str, types: list[Type], drawn: list[Any]) -> None:
     where = next((i for i, ty in enumerate(types) if isinstance(ty, Params)), None)
     if where is None:
         raise UsageError(f"--weights {path}: the entry takes no parameter tree")
-    drawn[where] = read_weights(path, types[where])
+    theta = types[where]
+    assert isinstance(theta, Params)
+    drawn[where] = read_weights(path, theta, dims)
 
 
 def _evaluate(
@@ -205,7 +207,7 @@ def _evaluate(
     if data is not None:
         drawn.append(argument(data, types[-1], args.data))
     if args.weights is not None:
-        _use_weights(args.weights, types, drawn)
+        _use_weights(args.weights, types, drawn, dims)
 
     def exact(i: int) -> Value:
         return to_reference(drawn[i], types[i], dims, prefix)

@@ -73,6 +73,7 @@ class FileEnv:
     fns: dict[str, ast.FnDecl] = field(default_factory=dict)
     optimizers: dict[str, ast.Optimizer] = field(default_factory=dict)
     trainings: list[ast.Training] = field(default_factory=list)
+    inferences: list[ast.Inference] = field(default_factory=list)
 
     @property
     def basename(self) -> str:
@@ -217,6 +218,8 @@ class _Loader:
                     env.optimizers[name.name] = decl
                 case ast.Training():
                     env.trainings.append(decl)
+                case ast.Inference():
+                    env.inferences.append(decl)
 
     def check_params(self, env: FileEnv, decl: ast.FnDecl) -> None:
         """A function's dimension and value parameters are named once each."""

@@ -486,7 +486,27 @@ class Training:
     span: Span
 
 
-Decl = Import | Const | StaticAssert | DimDecl | TypeAlias | Module | FnDecl | Optimizer | Training
+@dataclass(frozen=True, slots=True)
+class Inference:
+    """`inference serve { fields }`: a model, its weights and its generation function."""
+
+    name: Ident
+    fields: tuple[Field, ...]
+    span: Span
+
+
+Decl = (
+    Import
+    | Const
+    | StaticAssert
+    | DimDecl
+    | TypeAlias
+    | Module
+    | FnDecl
+    | Optimizer
+    | Training
+    | Inference
+)
 
 
 @dataclass(frozen=True, slots=True)

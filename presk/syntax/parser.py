@@ -95,6 +95,8 @@ class Parser(ExprParser):
                 return self.parse_optimizer()
             case Kind.KW_TRAINING:
                 return self.parse_training()
+        if self.at_word("inference"):
+            return self.parse_inference()
         self.fail(
             "E0011",
             f"expected a declaration, found {self.tok.found()}",
@@ -323,6 +325,14 @@ class Parser(ExprParser):
         name = self.ident()
         fields, checkpoint = self.parse_block_fields(allow_checkpoint=True)
         return ast.Training(name, fields, checkpoint, self.span_from(start))
+
+    # inference := 'inference' IDENT '{' (field NEWLINE)* '}'   ('inference' is a word,
+    # not a keyword: a program may still name a value `inference`)
+    def parse_inference(self) -> ast.Inference:
+        start = self.advance().span
+        name = self.ident()
+        fields, _checkpoint = self.parse_block_fields(allow_checkpoint=False)
+        return ast.Inference(name, fields, self.span_from(start))
 
     # field := IDENT ('=' expr | ':' type '=' expr | ':' expr)
     # checkpoint := 'checkpoint' 'every' expr 'steps' 'to' STRING

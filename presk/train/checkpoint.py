@@ -20,6 +20,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,14 @@ import gmpy2
 import numpy as np
 
 from presk.data import samples as store
-from presk.data.format import DataError, tensor_types
+from presk.data.format import DataError
 from presk.diagnostics import CommandError, printable
-from presk.elab.ty import Type
+from presk.elab.presburger import Lin
+from presk.elab.ty import Params, subst
+from presk.elab.ty import Tensor as TensorT
 from presk.interp.tensor import Tensor
 from presk.interp.tree import Tree
+from presk.types.scope import param_leaves
 
 _STEP = re.compile(r"^step_(\d+)\.json$")
 FORMAT = 1
@@ -175,8 +179,8 @@ def load(directory: str, step: int) -> Loaded:
     return Loaded(meta, weights[0], (moments[0], moments[1]), exact)
 
 
-def read_weights(path: str, ty: Type) -> dict[str, Any]:
-    """A weights file of type `ty` (a concrete `params M`), as nested arrays; a one-line
+def read_weights(path: str, ty: Params, dims: dict[str, int]) -> dict[str, Any]:
+    """A weights file of type `ty` (`params M` at `dims`), as nested arrays; a one-line
     error when it is not one or holds other parameters."""
     where = printable(path)
     try:
@@ -189,7 +193,12 @@ def read_weights(path: str, ty: Type) -> dict[str, Any]:
         raise CommandError(
             f"--weights {where}: the file holds {printable(weights.type)}, the entry takes {ty}"
         )
-    expected = {p: tuple(int(a.size.const) for a in t.axes) for p, t in tensor_types(ty)}
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    expected = {}
+    for leaf_path, leaf, _ in param_leaves(ty.inst):
+        concrete = subst(leaf, env)
+        assert isinstance(concrete, TensorT)
+        expected[leaf_path] = tuple(int(a.size.const) for a in concrete.axes)
     held = {p: tuple(a.shape[1:]) for p, a in weights.arrays.items()}
     if weights.count != 1 or expected != held:
         raise CommandError(f"--weights {where}: its leaves are not those of {ty}")

@@ -26,6 +26,7 @@ from presk.syntax.deep import deep
 from presk.types.check_call import CallChecker
 from presk.types.check_fn import _module_cycle
 from presk.types.scope import TypeScope, find_module, resolve
+from presk.types.serving import check_serve
 from presk.types.training import BlockError, check_trainings
 from presk.types.values import (
     Abort,
@@ -84,8 +85,14 @@ class Checker(CallChecker):
         trainings = check_trainings(self.program.main, self.order, self._report_block)
         for run in trainings:
             functions.extend((run.rate, run.update, run.step))
+        serves = []
+        for block in self.program.main.inferences:
+            try:
+                serves.append(check_serve(self.program.main, block, self.order))
+            except BlockError as error:
+                self._report_block(error)
         core = ir.Module(tuple(info.core for info in functions if info.core is not None))
-        return CheckedProgram(self.program, functions, core, self.instances, [], trainings)
+        return CheckedProgram(self.program, functions, core, self.instances, [], trainings, serves)
 
     def _report_block(self, error: BlockError) -> None:
         assert isinstance(error.span, Span)

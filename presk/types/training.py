@@ -103,7 +103,7 @@ class BlockError(Exception):
         self.help = help or None
 
 
-def _text(node: ast.Expr) -> str:
+def source_text(node: ast.Expr) -> str:
     return node.span.source.text[node.span.start : node.span.end]
 
 
@@ -178,7 +178,7 @@ def _natural(file: FileEnv, expr: ast.Expr, code: str, what: str, least: int = 0
             code,
             f"{what} must be a whole number of at least {least}",
             expr.span,
-            f"this is {_text(expr)}",
+            f"this is {source_text(expr)}",
         )
     return int(value)
 
@@ -202,7 +202,7 @@ def _schedule(file: FileEnv, expr: ast.Expr) -> tuple[bool, int]:
             return True, warmup
     raise BlockError(
         "E2017",
-        f"unknown schedule `{_text(expr)}`",
+        f"unknown schedule `{source_text(expr)}`",
         expr.span,
         "not a schedule",
         "write `constant` or `cosine(warmup = N)`",
@@ -266,7 +266,7 @@ def _pipeline(file: FileEnv, expr: ast.Expr, dims: list[str]) -> DataPipeline:
         else:
             raise BlockError(
                 "E2018",
-                f"unexpected pipeline step `{_text(step)}`",
+                f"unexpected pipeline step `{source_text(step)}`",
                 step.span,
                 "not a step here",
                 "a pipeline is a stream, an optional `shuffle(seed = s)`, then `batch(B = n)`",
@@ -278,7 +278,7 @@ def _pipeline(file: FileEnv, expr: ast.Expr, dims: list[str]) -> DataPipeline:
     return DataPipeline(stream.path.value, resolved, seed, batch[0], batch[1])
 
 
-def _module_name(file: FileEnv, expr: ast.Expr) -> tuple[object, str]:
+def module_named(file: FileEnv, expr: ast.Expr) -> tuple[object, str]:
     path: list[ast.Ident] = []
     node = expr
     while isinstance(node, ast.Member):
@@ -288,14 +288,16 @@ def _module_name(file: FileEnv, expr: ast.Expr) -> tuple[object, str]:
         path.insert(0, node.ident)
         module = find_module(file, tuple(path))
         if module is not None:
-            return module, _text(expr)
-    raise BlockError("E2018", f"`{_text(expr)}` is not a module", expr.span, "expected a module")
+            return module, source_text(expr)
+    raise BlockError(
+        "E2018", f"`{source_text(expr)}` is not a module", expr.span, "expected a module"
+    )
 
 
 def _objective(
     file: FileEnv, expr: ast.Expr, functions: list[FnInfo], model: object, model_text: str
 ) -> FnInfo:
-    name = _text(expr)
+    name = source_text(expr)
     decl = file.fns.get(name) if isinstance(expr, ast.Name) else None
     info = next((i for i in functions if decl is not None and i.decl is decl), None)
     if info is None:
@@ -367,17 +369,17 @@ def check_training(
             )
         fields[f.name.name] = f
     got = _Fields(fields)
-    model, model_text = _module_name(file, got.need("model", block))
+    model, model_text = module_named(file, got.need("model", block))
     objective = _objective(file, got.need("objective", block), functions, model, model_text)
     opt_expr = got.need("optimizer", block)
-    opt_name = _text(opt_expr) if isinstance(opt_expr, ast.Name) else ""
+    opt_name = source_text(opt_expr) if isinstance(opt_expr, ast.Name) else ""
     if opt_name in optimizers and optimizers[opt_name] is None:
         return None
     optimizer = optimizers.get(opt_name)
     if optimizer is None:
         raise BlockError(
             "E2018",
-            f"no optimizer block `{_text(opt_expr)}` in this file",
+            f"no optimizer block `{source_text(opt_expr)}` in this file",
             opt_expr.span,
             "not an optimizer",
             "declare `optimizer adamw { … }`",

@@ -29,6 +29,7 @@ from presk.types.regularity import Blame, Deps, Reg
 from presk.types.shapes import DimContext
 
 if TYPE_CHECKING:
+    from presk.types.serving import ServeBlock
     from presk.types.training import TrainingRun
 
 
@@ -175,6 +176,7 @@ class CheckedProgram:
     instances: list[Instance]
     warnings: list[Diagnostic]
     trainings: list[TrainingRun] = field(default_factory=list)
+    serves: list[ServeBlock] = field(default_factory=list)
 
     def find(self, name: str) -> FnInfo | None:
         for info in self.functions:

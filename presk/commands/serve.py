@@ -1,0 +1,153 @@
+"""`presk serve FILE`: text from the file's `inference` block, streamed token by token.
+
+The prompt, then each generated token decoded with the vocabulary, go to standard
+output as they come; `presk serve: N tokens in X ms (Y tokens/s)` goes to standard
+error at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from presk.commands.common import (
+    const_overrides,
+    file_args,
+    guard,
+    realization_of,
+    refuse_later_flags,
+    threads_of,
+)
+from presk.diagnostics import CommandError, UsageError, print_diagnostics, printable
+from presk.elab.presburger import Lin
+from presk.entries import natural
+from presk.pipeline import front_end
+from presk.serve import vocab as vocabulary
+from presk.serve.generate import Step, context_of, generate, native_step, reference_step
+from presk.train.checkpoint import read_weights
+
+NAME = "serve"
+HELP = (
+    "Generate tokens with the file's `inference serve`: its model, weights and generation function"
+)
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(NAME, help=HELP, description=HELP)
+    file_args(serve)
+    given = serve.add_mutually_exclusive_group()
+    given.add_argument("--prompt", help="the text to continue (characters of the vocabulary)")
+    given.add_argument("--ids", help="the prompt as token ids: 1,2,3")
+    serve.add_argument("--tokens", default="64", help="tokens to generate (default 64)")
+    serve.add_argument("--temperature", default="1.0", help="sampling temperature (default 1)")
+    serve.add_argument("--greedy", action="store_true", help="take the most likely token")
+    serve.add_argument("--seed", default="0", help="the seed of the sampler's keys (default 0)")
+    serve.add_argument("--weights", metavar="F.psk.d", help="weights other than the block's")
+    serve.add_argument("--backend", default="interp", help="interp (the exact reference) or native")
+    serve.add_argument("--realize", default="f64", help="native: f64 (default), f32, bf16 or @FILE")
+    serve.add_argument("--threads", default=None, help="native workers (default: the machine's)")
+    serve.add_argument("--bits", default="256", help="the reference's MPFR precision (default 256)")
+    serve.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return guard(NAME, lambda: _serve(args))
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"--temperature {text}: expected a positive number (or --greedy)")
+    return value
+
+
+def _serve(args: argparse.Namespace) -> int:
+    refuse_later_flags(args)
+    if args.backend not in ("interp", "native"):
+        raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
+    tokens = natural("--tokens", args.tokens, 1)
+    seed = natural("--seed", args.seed, 0, 2**64 - 1)
+    bits = natural("--bits", args.bits, 8, 1 << 20)
+    temperature = 1.0 if args.greedy else _temperature(args.temperature)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    threads = threads_of(args.threads) if args.backend == "native" else 1
+    checked, sink = front_end(args.file, const_overrides(args.const))
+    print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
+    if not checked.serves:
+        raise UsageError(f"{printable(args.file)} has no `inference` block")
+    block = checked.serves[0]
+    if args.greedy and block.greedy is None:
+        raise UsageError(f"--greedy: the `inference {block.name}` block names no `greedy` function")
+    vocab = vocabulary.load(block.vocab)
+    weights_path = args.weights or block.weights
+    # The weights fix the context; read them against the model's type at those dims.
+    from presk.data.samples import read
+
+    try:
+        held = read(weights_path)
+    except (OSError, ValueError) as error:
+        raise CommandError(f"--weights {printable(weights_path)}: {error}") from None
+    if held.count != 1:
+        raise CommandError(f"--weights {printable(weights_path)}: not one parameter tree")
+    dims = context_of(block, held[0])
+
+    weights = read_weights(weights_path, block.params, dims)
+    classes = int(subst_size(block.classes, dims))
+    if len(vocab) != classes:
+        raise CommandError(
+            f"{printable(block.vocab)}: {len(vocab)} tokens, the model scores {classes}"
+        )
+    if args.ids is not None:
+        prompt = _ids(args.ids, classes)
+    else:
+        prompt = vocab.encode(args.prompt if args.prompt is not None else vocab.tokens[0])
+    if not prompt:
+        raise UsageError("--prompt: empty (give at least one character)")
+    context = dims[block.context]
+    step: Step
+    if args.backend == "native":
+        step = native_step(checked, block, dims, weights, realization, threads, args.greedy)
+    else:
+        step = reference_step(checked, block, dims, weights, bits, args.greedy)
+    out = sys.stdout
+    out.write("".join(vocab.decode(t) for t in prompt))
+    out.flush()
+    start = time.perf_counter()
+    count = 0
+    for token in generate(step, prompt, tokens, context, temperature, seed, args.greedy):
+        out.write(vocab.decode(token))
+        out.flush()
+        count += 1
+    elapsed = time.perf_counter() - start
+    out.write("\n")
+    rate = count / elapsed if elapsed > 0 else float("inf")
+    sys.stderr.write(
+        f"presk serve: {count} tokens in {elapsed * 1e3:.0f} ms ({rate:.1f} tokens/s)\n"
+    )
+    return 0
+
+
+def subst_size(size: Lin, dims: dict[str, int]) -> int:
+    from fractions import Fraction
+
+    value = size.subst({k: Fraction(v) for k, v in dims.items()})
+    return int(value.const)
+
+
+def _ids(text: str, classes: int) -> list[int]:
+    ids = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip(), 10)
+        except ValueError:
+            raise UsageError(f"--ids {text}: expected ids separated by commas") from None
+        if not 0 <= value < classes:
+            raise UsageError(f"--ids {text}: {value} is not an id below {classes}")
+        ids.append(value)
+    return ids

@@ -1,0 +1,54 @@
+"""A vocabulary: a JSON array of strings, token id i decoding to element i.
+
+`presk data chars` writes one (characters of a text); encoding a prompt maps each
+character to its id, and a character the vocabulary lacks is a one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from presk.diagnostics import CommandError, printable
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    tokens: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, text: str) -> list[int]:
+        index = {t: i for i, t in enumerate(self.tokens)}
+        ids = []
+        for position, char in enumerate(text):
+            if char not in index:
+                raise CommandError(
+                    f"--prompt: the vocabulary has no {printable(repr(char))} "
+                    f"(character {position + 1} of the prompt)"
+                )
+            ids.append(index[char])
+        return ids
+
+    def decode(self, token: int) -> str:
+        return self.tokens[token]
+
+
+def load(path: str) -> Vocabulary:
+    """The vocabulary at `path` (one-line errors)."""
+    where = printable(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise CommandError(f"{where}: no such vocabulary") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CommandError(f"{where}: not a vocabulary ({error})") from None
+    if not isinstance(document, list) or not all(isinstance(t, str) for t in document):
+        raise CommandError(f"{where}: a vocabulary is a JSON array of strings")
+    if not document:
+        raise CommandError(f"{where}: the vocabulary is empty")
+    if len(set(document)) != len(document):
+        raise CommandError(f"{where}: the vocabulary lists a token twice")
+    return Vocabulary(tuple(document))
