@@ -123,10 +123,10 @@ def first(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     # z0 = r cos t and z1 = r sin t commute with rounding and cost less on doubles.
     trig = np.sin(a)
     trig *= r
-    zs, bad_s = _nearest(trig)
+    zs, bad_s = _nearest(trig, _FIRST_ULPS)
     np.cos(a, out=trig)
     trig *= r
-    zc, bad_c = _nearest(trig)
+    zc, bad_c = _nearest(trig, _FIRST_ULPS)
     swap, negate0, negate1 = _orient(q, flip)
     z0 = np.where(swap, zs, zc)
     z1 = np.where(swap, zc, zs)
@@ -141,7 +141,7 @@ def first(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     return z0 + 0.0, z1 + 0.0, bad0, bad1
 
 
-def _nearest(z: Ld, ulps: int = _FIRST_ULPS) -> tuple[Doubles, Bools]:
+def _nearest(z: Ld, ulps: int) -> tuple[Doubles, Bools]:
     """RN53(z), and where a bound of `ulps` u |z| around z may reach a midpoint."""
     # The x87 format keeps the 64-bit significand (integer bit included) in the low 8 of
     # each element's 16 bytes. The midpoints between doubles in z's binade are where its
