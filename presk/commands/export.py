@@ -18,15 +18,17 @@ from presk.commands.common import (
     realization_of,
     refuse_later_flags,
 )
-from presk.diagnostics import UsageError
+from presk.diagnostics import UsageError, printable
 from presk.entries import concrete_type, natural
 from presk.export.c import CExport, ExportPlan, export_banner, plan_export
 from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
 from presk.export.scop import plan_scop
+from presk.export.train import CTrain, plan_train
 from presk.export.write import check_target, write_plan
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs
 from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
+from presk.train.data import load as load_data
 from presk.types.check import CheckedProgram
 
 NAME = "export"
@@ -54,7 +56,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     later_flag(export, "--plan", "a layout plan of `presk plan`")
     later_flag(export, "--conformance-entry", "a conformance test of the PyTorch export")
-    later_flag(export, "--train", "a training script", takes_value=False)
+    export.add_argument(
+        "--train",
+        action="store_true",
+        help="the file's `training run` as a C program that trains (--target c)",
+    )
+    export.add_argument("--steps", default=None, help="--train: the trainer's horizon")
+    export.add_argument("--epochs", default=None, help="--train: passes over the data")
+    export.add_argument("--seed", default=None, help="--train: the seed of θ₀ (default 0)")
     later_flag(export, "--serve", "a token generator", takes_value=False)
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
@@ -72,6 +81,11 @@ def _export(args: argparse.Namespace) -> int:
     if args.target not in TARGETS:
         raise UsageError(f"--target {args.target}: expected c (later: pytorch, onnx)")
     refuse_later_flags(args)
+    if args.train:
+        return _train(args)
+    for flag, value in (("--steps", args.steps), ("--epochs", args.epochs), ("--seed", args.seed)):
+        if value is not None:
+            raise UsageError(f"{flag} is a flag of --train")
     if args.mode not in ("program", "scop", "library"):
         raise UsageError(f"--mode {args.mode}: expected program, scop or library")
     if args.entry is None:
@@ -101,6 +115,38 @@ def _export(args: argparse.Namespace) -> int:
     else:
         plan = _program(args, chosen, realization, threads)
     write_plan(plan, args.output, chosen.entry.text)
+    sys.stdout.write(plan.summary + "\n")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    """`--train`: the file's training run as a C program (presk/export/train.py)."""
+    if args.entry is not None or args.dim:
+        raise UsageError("--train exports the run's own step: drop --entry and --dim")
+    if args.mode != "program" or args.name is not None:
+        raise UsageError("--train writes a program: drop --mode and --name")
+    if args.output is None:
+        raise UsageError("-o DIR is required")
+    seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
+    check_target(args.output)
+    checked, _ = front_end(args.file, const_overrides(args.const))
+    if not checked.trainings:
+        raise UsageError(f"{printable(args.file)} has no `training run` block")
+    run = checked.trainings[0]
+    batches = load_data(run)
+    epochs = natural("--epochs", args.epochs, 1) if args.epochs else run.epochs
+    available = epochs * batches.per_epoch
+    total = min(natural("--steps", args.steps, 1), available) if args.steps else available
+    request = CTrain(
+        checked, run, batches, args.file, realization, args.realize, threads, seed, total,
+        available, args.output,
+    )  # fmt: skip
+    plan = plan_train(request)
+    write_plan(plan, args.output, "--train")
     sys.stdout.write(plan.summary + "\n")
     return 0
 

@@ -155,21 +155,8 @@ def plan_export(request: CExport) -> ExportPlan:
     env = _env()
     banner_c = unit.banner
     symbol = unit.symbol
-    arena_macro = symbol.upper() + "_ARENA_BYTES"
-    files: dict[str, str | bytes] = {}
-    files["model.h"] = env.get_template("model.h.j2").render(
-        banner=banner_c,
-        guard=symbol.upper() + "_H",
-        arena_macro=arena_macro,
-        arena_bytes=unit.arena_bytes,
-        interface=unit.interface,
-    )
-    files["model.c"] = env.get_template("model.c.j2").render(
-        banner=banner_c, functions=unit.functions, entry=unit.entry
-    )
-    files["kernels.c"] = env.get_template("kernels.c.j2").render(
-        banner=banner_c, kernels=unit.kernels
-    )
+    arena_macro = arena_macro_of(unit)
+    files: dict[str, str | bytes] = dict(entry_files(unit))
     bind_inputs: list[str] = []
     for i, (field, _, leaf) in enumerate(unit.inputs):
         if isinstance(leaf, HKey):
@@ -267,8 +254,6 @@ def plan_export(request: CExport) -> ExportPlan:
         outputs=[markdown(line) for line in out_lines],
         threads_note=threads_note,
     )
-    for relative in RUNTIME_FILES:
-        files[os.path.basename(relative)] = resources.read(relative)
     in_leaves = _input_leaves(compiled, inputs)
     files["conformance/inputs.psk.d"] = _data_file(
         input_type, [(field, dt, shape, arr) for field, dt, shape, arr in in_leaves]
@@ -302,6 +287,34 @@ def plan_export(request: CExport) -> ExportPlan:
     return ExportPlan(files, summary)
 
 
+def arena_macro_of(unit: Unit) -> str:
+    """The macro of model.h that holds the bytes of arena one call needs."""
+    return unit.symbol.upper() + "_ARENA_BYTES"
+
+
+def entry_files(unit: Unit) -> dict[str, str]:
+    """The entry's own files (model.h, model.c, kernels.c) and the runtime's, as printed."""
+    env = _env()
+    files = {
+        "model.h": env.get_template("model.h.j2").render(
+            banner=unit.banner,
+            guard=unit.symbol.upper() + "_H",
+            arena_macro=arena_macro_of(unit),
+            arena_bytes=unit.arena_bytes,
+            interface=unit.interface,
+        ),
+        "model.c": env.get_template("model.c.j2").render(
+            banner=unit.banner, functions=unit.functions, entry=unit.entry
+        ),
+        "kernels.c": env.get_template("kernels.c.j2").render(
+            banner=unit.banner, kernels=unit.kernels
+        ),
+    }
+    for relative in RUNTIME_FILES:
+        files[os.path.basename(relative)] = resources.read(relative)
+    return files
+
+
 def _check_leaf(index: int, code: int, problem: str) -> str:
     """A line of main.c refusing an input leaf of the wrong element type."""
     return (
@@ -319,4 +332,12 @@ def _loops(unit: Unit) -> int:
     return sum(f.count("for (int64_t l") for f in unit.functions)
 
 
-__all__ = ["CExport", "ExportError", "ExportPlan", "export_banner", "plan_export"]
+__all__ = [
+    "CExport",
+    "ExportError",
+    "ExportPlan",
+    "arena_macro_of",
+    "entry_files",
+    "export_banner",
+    "plan_export",
+]
