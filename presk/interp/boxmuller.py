@@ -357,8 +357,8 @@ def _decide(z: Pair) -> tuple[Doubles, Bools]:
 
 # Note [The second stage's bound]
 # u = 2**-64. The primitives: +, -, *, / of long doubles round to nearest (x87, 64-bit
-# precision); rint, frexp, scaling by 2 and negation are exact; sqrt is within an ulp (glibc
-# uses fsqrt, correctly rounded; Newton below needs only that). two_sum, fast_two_sum and
+# precision); rint, frexp, scaling by 2 and negation are exact; sqrt need only be within
+# an ulp (x87's fsqrt is correctly rounded), as a Newton step follows it. two_sum, fast_two_sum and
 # two_prod (Dekker's product with Veltkamp's split at 2**32 + 1, valid in radix 2 for any
 # precision) are exact, as nothing over- or underflows. A table entry or constant hi + lo is
 # within u**2 of its 256-bit value.
@@ -385,11 +385,11 @@ def _decide(z: Pair) -> tuple[Doubles, Bools]:
 # as d + dl, |d| <= 2**-8. sin d = d + d**3 Q(d**2), Q through d**9 (truncation
 # < 2**-105 |d|); d**3 Q in long double errs by 12.5u of |d**3 Q| <= 2**-18.58 |d| (d vs
 # d + dl, d**2, Horner over 4 terms, two products), the rounding of dl + d**3 Q by u of it:
-# in all < 2**-78.85 |sin d|. cos d = 1 - d**2/2 (exact as p, pe, d dl) + d**4 R(d**2):
+# in all < 2**-78.83 |sin d|. cos d = 1 - d**2/2 (exact as p, pe, d dl) + d**4 R(d**2):
 # within 2**-95. sin a = S_j cos d + C_j sin d, cos a = C_j cos d - S_j sin d, each
 # product and sum within 3u**2 of its operands. For j = 0 (S = 0, C = 1, exactly)
 # sin a = sin d. For j >= 1, sin a >= sin(2**-8) >= |sin d| and the two terms sum to at
-# most 3 sin a, so sin a errs by < 2**-78.85 + 2**-94 + 2**-120 relative: < 2**-78.8.
+# most 3 sin a, so sin a errs by < 2**-78.83 + 2**-94 + 2**-120 relative: < 2**-78.8.
 # cos a >= 0.707 errs by < 2**-86.6. The argument's own error moves both by < 2**-125.
 #
 # z = r * (+-sin a or +-cos a) (exact swaps and negations) within 3u**2 more, so
@@ -399,8 +399,8 @@ def _decide(z: Pair) -> tuple[Doubles, Bools]:
 #
 # The decision. d = RN53(z_hi); the midpoints m between d and its neighbours are exact in
 # 64 bits and z_hi - m is exact (Sterbenz), so `above` and `below` are z_hi + z_lo - m
-# rounded once (within u of themselves). If one of them exceeds the margin 2**-72 |z_hi| in
-# the direction away from d's side, the exact and MPFR values lie strictly past that
-# midpoint and short of the next (an ulp of d away, far beyond z_lo and the bound), so
-# both round to that neighbour; if both point back to d, both round to d. A value within
-# the margin of a midpoint (tie included) is left to MPFR.
+# rounded once (within u of themselves). If `above` exceeds the margin 2**-72 |z_hi| (or
+# `below` is under minus it), the exact and MPFR values lie strictly past that midpoint and
+# short of the next one (an ulp of d away, far beyond z_lo and the bound), so both round to
+# that neighbour of d; if `above` is under minus the margin and `below` over it, both round
+# to d. A value within the margin of a midpoint (a tie included) is left to MPFR.
