@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from fractions import Fraction
 
 from presk.commands.common import const_overrides, file_args, guard, later_flag, refuse_later_flags
-from presk.diagnostics import CommandError, print_diagnostics
+from presk.diagnostics import CommandError, print_diagnostics, printable
 from presk.pipeline import front_end
+from presk.types.serving import ServeBlock
 from presk.types.training import TrainingRun
 
 NAME = "check"
@@ -52,6 +55,37 @@ def _data_file_type(path: str, run: TrainingRun | None) -> str:
     )
 
 
+def _serve_files(block: ServeBlock) -> tuple[str, str]:
+    """What a serve block's weights and vocabulary hold, or why they cannot serve."""
+    from presk.data.format import DataError
+    from presk.data.samples import read
+    from presk.serve import vocab
+    from presk.serve.generate import context_of
+    from presk.train.checkpoint import read_weights
+
+    shown_w, shown_v = printable(block.weights), printable(block.vocab)
+    classes: int | None = None
+    try:
+        if not os.path.isfile(block.weights):
+            raise FileNotFoundError(block.weights)
+        held = read(block.weights)
+        dims = context_of(block, held[0])
+        read_weights(block.weights, block.params, dims)
+        classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
+        weights = f"{shown_w} — holds {held.type}, context {block.context} = {dims[block.context]}"
+    except FileNotFoundError:
+        weights = f"{shown_w} — file not found"
+    except (CommandError, DataError, OSError, ValueError, IndexError) as error:
+        weights = f"{shown_w} — does not fit: {str(error).split(': ', 1)[-1]}"
+    try:
+        size = len(vocab.load(block.vocab))
+        fits = "" if classes in (None, size) else f", but the model scores {classes}"
+        vocabulary = f"{shown_v} — {size} tokens{fits}"
+    except CommandError as error:
+        vocabulary = f"{shown_v} — {str(error).split(': ', 1)[-1]}"
+    return weights, vocabulary
+
+
 def main(args: argparse.Namespace) -> int:
     def body() -> int:
         from presk.types.summary import summary
@@ -60,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
         checked, sink = front_end(args.file, const_overrides(args.const))
         print_diagnostics(sink.diagnostics, sys.stderr)
         if args.summary:
-            sys.stdout.write(summary(checked, _data_file_type))
+            sys.stdout.write(summary(checked, _data_file_type, _serve_files))
         return 0
 
     return guard(NAME, body)

@@ -93,9 +93,12 @@ def _serve(args: argparse.Namespace) -> int:
         held = read(weights_path)
     except (OSError, ValueError) as error:
         raise CommandError(f"--weights {printable(weights_path)}: {error}") from None
-    if held.count != 1:
+    if held.count != 1 or not isinstance(held[0], dict):
         raise CommandError(f"--weights {printable(weights_path)}: not one parameter tree")
-    dims = context_of(block, held[0])
+    try:
+        dims = context_of(block, held[0])
+    except CommandError as error:
+        raise CommandError(f"--weights {printable(weights_path)}: {error}") from None
 
     weights = read_weights(weights_path, block.params, dims)
     classes = int(subst_size(block.classes, dims))

@@ -184,7 +184,7 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
             if bar is not None:
                 bar.update(1)
             if record.step % log_every == 0 or record.step == stop_at:
-                _emit(bar, _line(record))
+                _emit(bar, record.line())
             every = run.checkpoint_every
             if out_dir is not None and every and record.step % every == 0:
                 trainer.save(out_dir)
@@ -240,17 +240,6 @@ def _concrete_params(run: Any, dims: dict[str, int]) -> Any:
     from presk.elab.ty import subst
 
     return subst(run.params, {k: Lin.const_(Fraction(v)) for k, v in dims.items()})
-
-
-def _exp(x: float, digits: int) -> str:
-    """`1.000e-2`: a mantissa of `digits` decimals and a bare exponent."""
-    mantissa, exponent = f"{x:.{digits}e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _line(r: StepLog) -> str:
-    rate, norm = _exp(r.lr, 3), _exp(r.gnorm, 4)
-    return f"step {r.step}  epoch {r.epoch}  loss {r.loss:.6f}  lr {rate}  |g| {norm}"
 
 
 def _timing(times: list[float]) -> str:

@@ -37,6 +37,12 @@ from presk.types.check import CheckedProgram
 from presk.types.training import TrainingRun
 
 
+def exponent(x: float, digits: int) -> str:
+    """`1.000e-2`: a mantissa of `digits` decimals and a bare exponent."""
+    mantissa, power = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(power)}"
+
+
 @dataclass(frozen=True)
 class StepLog:
     """One step's record, as log.jsonl holds it."""
@@ -47,6 +53,11 @@ class StepLog:
     lr: float
     gnorm: float
     ms: float
+
+    def line(self) -> str:
+        """The line `presk train` prints: `step 20  epoch 2  loss 0.695551  lr 1.000e-2  |g| …`."""
+        rate, norm = exponent(self.lr, 3), exponent(self.gnorm, 4)
+        return f"step {self.step}  epoch {self.epoch}  loss {self.loss:.6f}  lr {rate}  |g| {norm}"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,7 @@ from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
 
 if TYPE_CHECKING:
+    from presk.types.serving import ServeBlock
     from presk.types.training import TrainingRun
 
 
@@ -28,7 +29,15 @@ def _regularity_line(info: FnInfo) -> str:
 FileType = Callable[[str, "TrainingRun | None"], str]
 
 
-def summary(checked: CheckedProgram, file_type: FileType | None = None) -> str:
+# What a serve block's files hold, as the summary says it: (weights line, vocab line).
+ServeFiles = Callable[["ServeBlock"], tuple[str, str]]
+
+
+def summary(
+    checked: CheckedProgram,
+    file_type: FileType | None = None,
+    serve_files: ServeFiles | None = None,
+) -> str:
     """The summary text: per function its type and lets, then regularity and effects."""
     lines: list[str] = []
     declared = [info for info in checked.functions if not info.generated]
@@ -47,6 +56,18 @@ def summary(checked: CheckedProgram, file_type: FileType | None = None) -> str:
     if training:
         lines.append("-- training --")
         lines.extend(training)
+    if checked.serves:
+        lines.append("-- serving --")
+        for block in checked.serves:
+            greedy = f", greedy {block.greedy.name}" if block.greedy else ""
+            lines.append(
+                f"inference {block.name}: model {block.model}, generate {block.generate.name}"
+                + greedy
+            )
+            if serve_files is not None:
+                weights, vocab = serve_files(block)
+                lines.append(f"    weights : {weights}")
+                lines.append(f"    vocab   : {vocab}")
     return "\n".join(lines) + "\n"
 
 
