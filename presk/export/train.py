@@ -76,7 +76,8 @@ class _Layout:
 
 def log_line(r: StepLog) -> str:
     """A step's line, in the format of `presk train` (presk/commands/train.py)."""
-    return f"step {r.step}  epoch {r.epoch}  loss {r.loss:.6f}  lr {_exp(r.lr, 3)}  |g| {_exp(r.gnorm, 4)}"
+    rate, norm = _exp(r.lr, 3), _exp(r.gnorm, 4)
+    return f"step {r.step}  epoch {r.epoch}  loss {r.loss:.6f}  lr {rate}  |g| {norm}"
 
 
 def _exp(x: float, digits: int) -> str:
@@ -97,7 +98,11 @@ def _layout(unit: Unit, host: HostProgram, batch_leaves: int) -> _Layout:
     state = tensors[:n]
     for k in range(3 * n):
         given, back = tensors[k], outputs[3 + k]
-        if given.dtype != back.dtype or given.axes != back.axes or given.dtype != state[k % n].dtype:
+        if (
+            given.dtype != back.dtype
+            or given.axes != back.axes
+            or given.dtype != state[k % n].dtype
+        ):
             raise ExportError(
                 "the realization stores the state in other types than the step takes it "
                 f"({back.dtype} and {given.dtype}): give the state one type"
@@ -302,9 +307,7 @@ def plan_train(request: CTrain) -> ExportPlan:
         steps=request.total,
         available=request.available,
         check_steps=steps,
-        checkpoint_note=(
-            f"Every {every} steps and at the end" if every else "At the end"
-        )
+        checkpoint_note=(f"Every {every} steps and at the end" if every else "At the end")
         + " DIR receives `step_N.psk.d`, `step_N.state.psk.d` and `step_N.json`, as "
         "`presk train` writes them (so `presk train --resume DIR` continues a run).",
         threads_note=threads_note,
