@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from fractions import Fraction
 
 from presk.commands.common import const_overrides, file_args, guard, later_flag, refuse_later_flags
 from presk.diagnostics import CommandError, print_diagnostics, printable
@@ -57,33 +56,25 @@ def _data_file_type(path: str, run: TrainingRun | None) -> str:
 
 def _serve_files(block: ServeBlock) -> tuple[str, str]:
     """What a serve block's weights and vocabulary hold, or why they cannot serve."""
-    from presk.data.format import DataError
-    from presk.data.samples import read
     from presk.serve import vocab
-    from presk.serve.generate import context_of
-    from presk.train.checkpoint import read_weights
+    from presk.serve.generate import prepare
 
     shown_w, shown_v = printable(block.weights), printable(block.vocab)
-    classes: int | None = None
     try:
-        if not os.path.isfile(block.weights):
-            raise FileNotFoundError(block.weights)
-        held = read(block.weights)
-        dims = context_of(block, held[0])
-        read_weights(block.weights, block.params, dims)
-        classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
-        weights = f"{shown_w} — holds {held.type}, context {block.context} = {dims[block.context]}"
-    except FileNotFoundError:
-        weights = f"{shown_w} — file not found"
-    except (CommandError, DataError, OSError, ValueError, IndexError) as error:
-        weights = f"{shown_w} — does not fit: {str(error).split(': ', 1)[-1]}"
-    try:
-        size = len(vocab.load(block.vocab))
-        fits = "" if classes in (None, size) else f", but the model scores {classes}"
-        vocabulary = f"{shown_v} — {size} tokens{fits}"
+        size = f"{len(vocab.load(block.vocab))} tokens"
     except CommandError as error:
-        vocabulary = f"{shown_v} — {str(error).split(': ', 1)[-1]}"
-    return weights, vocabulary
+        size = str(error).split(": ", 1)[-1]
+    if not os.path.isfile(block.weights):
+        return f"{shown_w} — file not found", f"{shown_v} — {size}"
+    try:
+        served = prepare(block, block.weights)
+    except CommandError as error:
+        return f"{shown_w} — does not fit: {str(error).split(': ')[-1]}", f"{shown_v} — {size}"
+    context = served.dims[block.context]
+    return (
+        f"{shown_w} — holds params {block.model}, context {block.context} = {context}",
+        f"{shown_v} — {size}, the model scores {served.classes}",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

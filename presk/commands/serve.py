@@ -19,13 +19,10 @@ from presk.commands.common import (
     refuse_later_flags,
     threads_of,
 )
-from presk.diagnostics import CommandError, UsageError, print_diagnostics, printable
-from presk.elab.presburger import Lin
+from presk.diagnostics import UsageError, print_diagnostics, printable
 from presk.entries import natural
 from presk.pipeline import front_end
-from presk.serve import vocab as vocabulary
-from presk.serve.generate import Step, context_of, generate, native_step, reference_step
-from presk.train.checkpoint import read_weights
+from presk.serve.generate import Step, generate, native_step, prepare, reference_step
 
 NAME = "serve"
 HELP = (
@@ -84,28 +81,8 @@ def _serve(args: argparse.Namespace) -> int:
     block = checked.serves[0]
     if args.greedy and block.greedy is None:
         raise UsageError(f"--greedy: the `inference {block.name}` block names no `greedy` function")
-    vocab = vocabulary.load(block.vocab)
-    weights_path = args.weights or block.weights
-    # The weights fix the context; read them against the model's type at those dims.
-    from presk.data.samples import read
-
-    try:
-        held = read(weights_path)
-    except (OSError, ValueError) as error:
-        raise CommandError(f"--weights {printable(weights_path)}: {error}") from None
-    if held.count != 1 or not isinstance(held[0], dict):
-        raise CommandError(f"--weights {printable(weights_path)}: not one parameter tree")
-    try:
-        dims = context_of(block, held[0])
-    except CommandError as error:
-        raise CommandError(f"--weights {printable(weights_path)}: {error}") from None
-
-    weights = read_weights(weights_path, block.params, dims)
-    classes = int(subst_size(block.classes, dims))
-    if len(vocab) != classes:
-        raise CommandError(
-            f"{printable(block.vocab)}: {len(vocab)} tokens, the model scores {classes}"
-        )
+    served = prepare(block, args.weights or block.weights)
+    vocab, dims, weights, classes = served.vocab, served.dims, served.weights, served.classes
     if args.ids is not None:
         prompt = _ids(args.ids, classes)
     else:
@@ -134,13 +111,6 @@ def _serve(args: argparse.Namespace) -> int:
         f"presk serve: {count} tokens in {elapsed * 1e3:.0f} ms ({rate:.1f} tokens/s)\n"
     )
     return 0
-
-
-def subst_size(size: Lin, dims: dict[str, int]) -> int:
-    from fractions import Fraction
-
-    value = size.subst({k: Fraction(v) for k, v in dims.items()})
-    return int(value.const)
 
 
 def _ids(text: str, classes: int) -> list[int]:

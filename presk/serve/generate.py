@@ -29,6 +29,8 @@ from presk.interp.run import reference_interpreter
 from presk.interp.synth import to_reference
 from presk.interp.tensor import Kind, Tensor
 from presk.pipeline import compile_entry, core_module
+from presk.serve.vocab import Vocabulary
+from presk.serve.vocab import load as load_vocab
 from presk.types.check import CheckedProgram
 from presk.types.scope import param_leaves
 from presk.types.serving import ServeBlock
@@ -56,6 +58,48 @@ def context_of(block: ServeBlock, weights: dict[str, Any]) -> dict[str, int]:
             f"nothing in the weights' shapes fixes the context `{block.context}` of {block.model}"
         )
     return dims
+
+
+@dataclass(frozen=True)
+class Served:
+    """A serve block's files, read and checked against each other and the model."""
+
+    vocab: Vocabulary
+    dims: dict[str, int]  # fixed by the weights' shapes: the context among them
+    weights: dict[str, Any]
+    classes: int  # the vocabulary's size in the model (V)
+
+    @property
+    def leaves(self) -> list[tuple[str, tuple[int, ...]]]:
+        return [(path, array.shape) for path, array in _flat(self.weights).items()]
+
+
+def prepare(block: ServeBlock, weights_path: str) -> Served:
+    """The vocabulary and the weights (one-line errors when they do not fit)."""
+    from presk.data.format import DataError
+    from presk.data.samples import read
+    from presk.diagnostics import printable
+    from presk.train.checkpoint import read_weights
+
+    vocab = load_vocab(block.vocab)
+    where = printable(weights_path)
+    try:
+        held = read(weights_path)
+    except (OSError, DataError, ValueError) as error:
+        raise CommandError(f"--weights {where}: {error}") from None
+    if held.count != 1 or not isinstance(held[0], dict):
+        raise CommandError(f"--weights {where}: not one parameter tree")
+    try:
+        dims = context_of(block, held[0])
+    except CommandError as error:
+        raise CommandError(f"--weights {where}: {error}") from None
+    weights = read_weights(weights_path, block.params, dims)
+    classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
+    if len(vocab) != classes:
+        raise CommandError(
+            f"{printable(block.vocab)}: {len(vocab)} tokens, the model scores {classes}"
+        )
+    return Served(vocab, dims, weights, classes)
 
 
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
