@@ -64,7 +64,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("--steps", default=None, help="--train: the trainer's horizon")
     export.add_argument("--epochs", default=None, help="--train: passes over the data")
     export.add_argument("--seed", default=None, help="--train: the seed of θ₀ (default 0)")
-    later_flag(export, "--serve", "a token generator", takes_value=False)
+    export.add_argument(
+        "--serve",
+        action="store_true",
+        help="the file's `inference` block as a C program that generates text (--target c)",
+    )
+    export.add_argument("--weights", default=None, help="--serve: weights other than the block's")
+    export.add_argument("--prompt", default=None, help="--serve: the prompt `make check` uses")
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
     export.set_defaults(handler=main)
@@ -83,6 +89,10 @@ def _export(args: argparse.Namespace) -> int:
     refuse_later_flags(args)
     if args.train:
         return _train(args)
+    if args.serve:
+        from presk.commands.export_serve import export_serve
+
+        return export_serve(args)
     for flag, value in (("--steps", args.steps), ("--epochs", args.epochs), ("--seed", args.seed)):
         if value is not None:
             raise UsageError(f"{flag} is a flag of --train")

@@ -101,7 +101,7 @@ def library_name(flag: str | None, source: str) -> str:
     return name
 
 
-def _entry_names(name: str, texts: list[str]) -> list[str]:
+def entry_prefixes(name: str, texts: list[str]) -> list[str]:
     """Each entry's prefix in the API: NAME alone for one entry, else NAME_<entry>."""
     if len(texts) == 1:
         return [name]
@@ -240,7 +240,7 @@ def _example(name: str, entry: _EntryText, compiled: CompiledEntry) -> list[str]
 def plan_library(request: CLibrary) -> ExportPlan:
     """Print everything a library export writes, before any file is touched."""
     name, entries = request.name, request.entries
-    prefixes = _entry_names(name, [e.entry_text for e in entries])
+    prefixes = entry_prefixes(name, [e.entry_text for e in entries])
     pairs = enumerate(zip(prefixes, entries, strict=True))
     texts = [_entry_text(name, prefix, i, entry) for i, (prefix, entry) in pairs]
     _check_names(name, texts)
@@ -344,4 +344,4 @@ def plan_library(request: CLibrary) -> ExportPlan:
     return ExportPlan(files, summary)
 
 
-__all__ = ["CLibrary", "LibraryEntry", "library_name", "plan_library"]
+__all__ = ["CLibrary", "LibraryEntry", "entry_prefixes", "library_name", "plan_library"]

@@ -1,0 +1,95 @@
+"""`presk export FILE --target c --serve -o DIR`: the file's `inference` block as a C program.
+
+The generation functions are compiled as `presk serve --backend native` compiles them
+(batch 1, the weights' context, the realization); the tokens `make check` expects are
+generated here, by the native backend, from `--prompt` (default: the vocabulary's first
+token), 32 of them, greedy and sampled with `--seed` at temperature 0.8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from presk.commands.common import const_overrides, realization_of
+from presk.diagnostics import UsageError, printable
+from presk.entries import natural
+from presk.export.serve import CServe, plan_serve
+from presk.export.write import check_target, write_plan
+from presk.pipeline import front_end
+from presk.serve.generate import generate, native_step, prepare
+from presk.types.scope import param_leaves
+
+CHECK_TOKENS = 32
+CHECK_TEMPERATURE = "0.8"
+
+
+def export_serve(args: argparse.Namespace) -> int:
+    if args.entry is not None or args.dim:
+        raise UsageError("--serve exports the block's generation functions: drop --entry and --dim")
+    if args.mode != "program" or args.name is not None:
+        raise UsageError("--serve writes a program: drop --mode and --name")
+    if args.output is None:
+        raise UsageError("-o DIR is required")
+    seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
+    check_target(args.output)
+    checked, _ = front_end(args.file, const_overrides(args.const))
+    if not checked.serves:
+        raise UsageError(f"{printable(args.file)} has no `inference` block")
+    block = checked.serves[0]
+    weights_path = args.weights or block.weights
+    served = prepare(block, weights_path)
+    vocab = served.vocab
+    prompt = vocab.encode(args.prompt if args.prompt is not None else vocab.tokens[0])
+    if not prompt:
+        raise UsageError("--prompt: empty (give at least one character)")
+    context = served.dims[block.context]
+    temperature = float(CHECK_TEMPERATURE)
+
+    def tokens(greedy: bool) -> tuple[object, str]:
+        step = native_step(
+            checked, block, served.dims, served.weights, realization, threads, greedy
+        )
+        out = generate(step, prompt, CHECK_TOKENS, context, temperature, seed, greedy)
+        text = "".join(vocab.decode(t) for t in [*prompt, *out]) + "\n"
+        return step, text
+
+    sampler, sampled = tokens(False)
+    greedy_entry, greedy_text = None, None
+    if block.greedy is not None:
+        stepper, greedy_text = tokens(True)
+        greedy_entry = stepper.greedy  # type: ignore[attr-defined]
+    with open(weights_path, "rb") as handle:
+        weights_bytes = handle.read()
+    dims = {**served.dims, block.batch: 1}
+    shapes = dict(served.leaves)
+    order = [path for path, _, _ in param_leaves(block.params.inst)]  # the entry's θ leaves
+    request = CServe(
+        sampler.sample,  # type: ignore[attr-defined]
+        greedy_entry,
+        block.generate.name,
+        block.greedy.name if block.greedy is not None else None,
+        dims,
+        context,
+        vocab.tokens,
+        tuple((path, shapes[path]) for path in order),
+        weights_bytes,
+        args.file,
+        args.realize,
+        threads,
+        args.output,
+        tuple(prompt),
+        CHECK_TOKENS,
+        seed,
+        CHECK_TEMPERATURE,
+        greedy_text,
+        sampled,
+    )
+    plan = plan_serve(request)
+    write_plan(plan, args.output, "--serve")
+    sys.stdout.write(plan.summary + "\n")
+    return 0
