@@ -12,6 +12,10 @@ binade and values dense in the active range), evaluated in three orders: as
 generated, shuffled (a block mixes every path) and sorted (a block takes one
 path, so the lane forms skip the others). Every result must equal the scalar
 function's bit for bit.
+
+Then whole entries (the MiniGPT gradient, chains of every lane function) are
+compiled with the kernels' loops in blocks of lanes and with the plain loops
+(presk/cgen/lanes.py), in f64, f32 and bf16: every output byte must agree.
 """
 
 from __future__ import annotations
@@ -19,14 +23,20 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import gmpy2
 import numpy as np
 import pytest
 
 from presk.build.compile import FLAGS, MARCH_NATIVE_FLAG
+from presk.cgen.c_printer import _Printer
+from presk.host.realization import Realization
+from presk.interp.run import reference_inputs
+from presk.pipeline import compile_path, front_end
 
 ROOT = Path(__file__).resolve().parents[1]
 N_INPUTS = 1_000_000
@@ -155,3 +165,61 @@ def test_the_inputs_reach_every_path() -> None:
         (6, 9),
     ):
         assert ((np.abs(erf) >= lo) & (np.abs(erf) < hi)).sum() > 1000, (lo, hi)
+
+
+# ---------------------------------------------------------------- kernels in lanes
+
+# Elementwise chains of every lane function (and one that is not: sin), at a length that
+# leaves a tail after the last block of 8 doubles or 16 floats, and their gradients.
+CHAINS = """dim N
+fn chain(x : ℝ[r: 3, N], y : ℝ[r: 3, N]) -> ℝ[r: 3, N] =
+  tanh(x) * erf(y) + log(exp(x) + 1.5) - exp(sin(y)) + gelu(x) * sin(x)
+fn loss(x : ℝ[r: 3, N], y : ℝ[r: 3, N]) -> ℝ[] = sum(chain(x, y) * y)
+fn loss_grad(x : ℝ[r: 3, N], y : ℝ[r: 3, N]) -> ℝ[r: 3, N] = grad(λ x. loss(x, y))(x)
+"""
+
+
+def _native_bits(path: str, entry: str, dims: dict[str, int], consts: dict[str, int], dtype: str):
+    exact = {k: Fraction(v) for k, v in consts.items()}
+    checked, _ = front_end(path, exact)
+    info = checked.find(entry)
+    assert info is not None
+    with gmpy2.context(precision=53):
+        inputs = reference_inputs(info, dims, None, 0)
+    compiled, *_ = compile_path(path, entry, dims, Realization(dtype), 1, consts=exact)
+    kernels = "\n".join(compiled.unit.kernels)
+    return kernels, [a.tobytes() for a in compiled.raw(inputs)]
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        # softmax, the causal mask, gelu, cross-entropy and their adjoints; T = 20 leaves
+        # a tail after a block of 16 (f32) and after two blocks of 8 (f64).
+        ("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 20}),
+        ("chains.psk", "loss_grad", {"N": 37}),
+        ("chains.psk", "chain", {"N": 37}),
+    ],
+    ids=["minigpt-grad", "chains-grad", "chains"],
+)
+def test_kernels_in_lanes_keep_their_bits(
+    dtype: str, program: tuple[str, str, dict[str, int]], tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The same entry printed with and without blocks of lanes gives the same bytes."""
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path / "cache"))
+    path, entry, dims = program
+    consts = {"V": 64, "D": 16, "H": 2, "L": 2} if "minigpt" in path else {}
+    if path == "chains.psk":
+        (tmp_path / path).write_text(CHAINS, encoding="utf-8")
+        path = str(tmp_path / path)
+    text, lanes = _native_bits(path, entry, dims, consts, dtype)
+    suffix = "" if dtype == "f64" else "f"
+    # The lane forms are used (so this compares two different programs) …
+    for fn in ("exp", "erf") + (("tanh", "log") if "chain" in path else ()):
+        assert f"presk_{fn}{suffix}_lanes(" in text, fn
+    monkeypatch.setattr(_Printer, "lanes", False)
+    plain_text, plain = _native_bits(path, entry, dims, consts, dtype)
+    assert "_lanes(" not in plain_text
+    # … and give every output byte of the plain loops.
+    assert lanes == plain

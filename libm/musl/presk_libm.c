@@ -2026,7 +2026,7 @@ static inline void pk_exp_core8(const pk_v8d *px, pk_v8d *scale, pk_v8d *tmp)
 	*scale = (pk_v8d)sbits;
 }
 
-static void pk_exp8(pk_v8d *out, const pk_v8d *px)
+static inline __attribute__((always_inline)) void pk_exp8(pk_v8d *out, const pk_v8d *px)
 {
 	pk_v8d x = *px;
 	pk_v8u abstop = ((pk_v8u)x >> 52) & 0x7ff;
@@ -2045,7 +2045,7 @@ static void pk_exp8(pk_v8d *out, const pk_v8d *px)
 
 /* ---- log ---- */
 
-static void pk_log8(pk_v8d *out, const pk_v8d *px)
+static inline __attribute__((always_inline)) void pk_log8(pk_v8d *out, const pk_v8d *px)
 {
 	pk_v8d x = *px;
 	pk_v8d y, r, r2, r3, w, hi, lo, near, z, invc, logc, chi, clo, kd;
@@ -2107,7 +2107,7 @@ static void pk_log8(pk_v8d *out, const pk_v8d *px)
 
 /* ---- tanh ---- */
 
-static void pk_tanh8(pk_v8d *out, const pk_v8d *px)
+static inline __attribute__((always_inline)) void pk_tanh8(pk_v8d *out, const pk_v8d *px)
 {
 	pk_v8d x0 = *px;
 	pk_v8d x;
@@ -2169,7 +2169,7 @@ static void pk_tanh8(pk_v8d *out, const pk_v8d *px)
 
 /* ---- erf ---- */
 
-static void pk_erf8(pk_v8d *out, const pk_v8d *px)
+static inline __attribute__((always_inline)) void pk_erf8(pk_v8d *out, const pk_v8d *px)
 {
 	pk_v8d x = *px;
 	pk_v8u hx = (pk_v8u)x >> 32;
@@ -2245,7 +2245,7 @@ static void pk_erf8(pk_v8d *out, const pk_v8d *px)
 
 /* ---- expf ---- */
 
-static void pk_expf_core8(pk_v8d *out, const pk_v8d *pxd)
+static inline __attribute__((always_inline)) void pk_expf_core8(pk_v8d *out, const pk_v8d *pxd)
 {
 	pk_v8d xd = *pxd;
 	pk_v8d kd, z, r, r2, y, s;
@@ -2268,7 +2268,7 @@ static void pk_expf_core8(pk_v8d *out, const pk_v8d *pxd)
 	*out = y;
 }
 
-static void pk_expf16(pk_v16f *out, const pk_v16f *px)
+static inline __attribute__((always_inline)) void pk_expf16(pk_v16f *out, const pk_v16f *px)
 {
 	pk_v16f x = *px;
 	pk_v16u abstop = ((pk_v16u)x >> 20) & 0x7ff;
@@ -2289,7 +2289,7 @@ static void pk_expf16(pk_v16f *out, const pk_v16f *px)
 
 /* ---- logf ---- */
 
-static void pk_logf16(pk_v16f *out, const pk_v16f *px)
+static inline __attribute__((always_inline)) void pk_logf16(pk_v16f *out, const pk_v16f *px)
 {
 	pk_v16f x = *px;
 	pk_v16u ix = (pk_v16u)x, tmp, iz, i;
@@ -2330,7 +2330,7 @@ static void pk_logf16(pk_v16f *out, const pk_v16f *px)
 
 /* ---- tanhf: presk_tanh in double, rounded ---- */
 
-static void pk_tanhf16(pk_v16f *out, const pk_v16f *x)
+static inline __attribute__((always_inline)) void pk_tanhf16(pk_v16f *out, const pk_v16f *x)
 {
 	pk_v8d lo, hi;
 
@@ -2342,7 +2342,7 @@ static void pk_tanhf16(pk_v16f *out, const pk_v16f *x)
 
 /* ---- erff ---- */
 
-static void pk_erff16(pk_v16f *out, const pk_v16f *px)
+static inline __attribute__((always_inline)) void pk_erff16(pk_v16f *out, const pk_v16f *px)
 {
 	pk_v16f x = *px;
 	pk_v16u ix = (pk_v16u)x;

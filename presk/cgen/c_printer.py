@@ -17,6 +17,7 @@ from fractions import Fraction
 import gmpy2
 
 from presk import names
+from presk.cgen.lanes import LANES, block_guard, call_depth, lane_calls, loop_bounds
 from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.kernel.text import kernel_text, vector_lanes
@@ -53,12 +54,17 @@ def _literal(x: float) -> str:
 
 
 class _Printer:
+    # Innermost loops that call exp, log, tanh or erf run in blocks of lanes (cgen/lanes.py).
+    lanes = True
+
     def __init__(self, kernel: ir.Kernel) -> None:
         self.kernel = kernel
         self.arith = ir.arith(kernel.dtype)
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
         self._load_count = 0  # vector load temporaries are numbered through the kernel
+        self._bounds = loop_bounds(kernel.body)
+        self._lane_values: dict[ir.Fn, str] = {}  # a block's calls, while its body prints
 
     def index(self, e: ir.Index) -> str:
         match e:
@@ -116,6 +122,8 @@ class _Printer:
             case ir.Neg(operand):
                 return f"(-{self.expr(operand)})"
             case ir.Fn(name, arg):
+                if e in self._lane_values:
+                    return self._lane_values[e]
                 if name == "sqrt":
                     return f"{'sqrt' if self.arith == 'f64' else 'sqrtf'}({self.expr(arg)})"
                 suffix = "" if self.arith == "f64" else "f"
@@ -138,6 +146,10 @@ class _Printer:
         out: list[str] = []
         for s in body:
             match s:
+                case ir.For() if self.lanes and (calls := self.block_calls(s)):
+                    split = self.kernel.split and depth == 1
+                    end = "hi" if split else str(s.bound)
+                    out.extend(self.lane_loop(s, calls, "lo" if split else "0", end, depth))
                 case ir.For(var, bound, inner) if self.kernel.split and depth == 1:
                     # This worker's contiguous share of the parallel outer loop.
                     out.append(f"{pad}for (int64_t {var} = lo; {var} < hi; {var}++) {{")
@@ -182,6 +194,58 @@ class _Printer:
                     key_name = self.names[key.index]
                     draw = f"presk_uniform(*{key_name}, (uint64_t)({self.index(counter)}))"
                     out.append(f"{pad}{name} = {draw};")
+        return out
+
+    def block_calls(self, loop: ir.For) -> tuple[ir.Fn, ...]:
+        return lane_calls(loop, self._bounds, LANES[self.arith])
+
+    def lane_loop(
+        self, loop: ir.For, calls: tuple[ir.Fn, ...], start: str, end: str, depth: int
+    ) -> list[str]:
+        """A loop in blocks: each block's calls by lanes, then its iterations in order."""
+        pad, lanes = "    " * depth, LANES[self.arith]
+        suffix = "" if self.arith == "f64" else "f"
+        arrays = {fn: f"presk_lv{n}" for n, fn in enumerate(calls)}
+        lane = f"const int64_t {loop.var} = presk_lb + presk_l;"
+        each = f"for (int presk_l = 0; presk_l < {lanes}; presk_l++) {{"
+        inner = pad + "        "
+        out = [f"{pad}{{", f"{pad}    int64_t presk_lb = {start};"]
+        out.append(f"{pad}    for (; presk_lb + {lanes} <= {end}; presk_lb += {lanes}) {{")
+        declared = ", ".join(f"{a}[{lanes}]" for a in arrays.values())
+        out.append(f"{inner}_Alignas(64) {self.real} {declared};")
+        guard = block_guard(loop, calls, self._bounds)
+        calling = inner
+        if guard is not None:
+            # No lane reads a call unless it passes the guard: a block none passes calls nothing.
+            test = (
+                self.expr(guard) if not isinstance(guard, ir.Load) else f"({self.expr(guard)} != 0)"
+            )
+            out += [f"{inner}int presk_lany = 0;", f"{inner}{each}", f"{inner}    {lane}"]
+            out += [f"{inner}    presk_lany |= {test};", f"{inner}}}", f"{inner}if (presk_lany) {{"]
+            calling = inner + "    "
+        levels = {fn: call_depth(fn, calls) for fn in calls}
+        for level in sorted(set(levels.values())):
+            batch = [fn for fn in calls if levels[fn] == level]
+            out += [f"{calling}{each}", f"{calling}    {lane}"]
+            out += [f"{calling}    {arrays[fn]}[presk_l] = {self.expr(fn.arg)};" for fn in batch]
+            out.append(f"{calling}}}")
+            for fn in batch:
+                a = arrays[fn]
+                out.append(f"{calling}presk_{fn.name}{suffix}_lanes({a}, {a});")
+                self._lane_values[fn] = f"{a}[presk_l]"
+        if guard is not None:
+            out.append(f"{inner}}}")
+        out += [f"{inner}{each}", f"{inner}    {lane}"]
+        out += self.stmts(loop.body, depth + 3)
+        out.append(f"{inner}}}")
+        self._lane_values = {}
+        out.append(f"{pad}    }}")
+        # The iterations past the last whole block, as the scalar loop runs them.
+        out.append(
+            f"{pad}    for (int64_t {loop.var} = presk_lb; {loop.var} < {end}; {loop.var}++) {{"
+        )
+        out += self.stmts(loop.body, depth + 2)
+        out += [f"{pad}    }}", f"{pad}}}"]
         return out
 
     @property

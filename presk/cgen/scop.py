@@ -17,6 +17,9 @@ from presk.kernel import ir
 
 
 class _NestPrinter(_Printer):
+    # A polyhedral tool reads the loops as the kernel has them: no blocks of lanes.
+    lanes = False
+
     def __init__(self, kernel: ir.Kernel) -> None:
         super().__init__(kernel)
         self.names = {b.index: f"in{i}" for i, b in enumerate(kernel.inputs)}
