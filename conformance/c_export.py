@@ -3,7 +3,9 @@
 For every program below and each realization (f64, f32, bf16), the entry is
 exported (with splits for two threads), built with gcc and with clang, with
 and without OpenMP, run on one thread and on two, and its output file is
-compared byte for byte with the native backend's. One line per program and
+compared byte for byte with the native backend's. The `--train` exports of
+the training runs below are built the same ways and pass their `make check`
+(20 steps against `presk train --backend native`). One line per program and
 realization, then `N passed, M failed`. `--fast` runs the subset `make test`
 uses.
 """
@@ -35,6 +37,11 @@ PROGRAMS: list[tuple[str, list[str]]] = [
     ("MiniGPT loss_grad", ["tests/ad/minigpt_grad.psk", "--entry", "loss_grad", *MINI, "--dim", "B=2", "--dim", "T=8"]),
 ]  # fmt: skip
 FAST = {"attend B=1 T=3", "MiniGPT loss"}
+# `--train` exports: the trainer's `make check` (20 steps against presk train --backend native).
+TRAINERS: list[tuple[str, list[str]]] = [
+    ("train tutorial 07", ["tutorial/07_train.psk"]),
+    ("train regression", ["tests/train/regression.psk"]),
+]
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,6 +63,29 @@ def check_one(name: str, args: list[str], realize: str, compilers: list[str]) ->
                     # Without OpenMP, also without -march=native: a portable build, the same bits.
                     march = [] if openmp else ["MARCH="]
                     build = _run(["make", "-s", f"CC={cc}", f"OPENMP={openmp}", *march, "model"], out, env)
+                    if build.returncode != 0 or "warning" in build.stderr:
+                        return f"{cc} {openmp or 'no OpenMP'}: {build.stderr.strip()[-300:]}"
+                    check = _run(["sh", "conformance/check.sh"], out, env)
+                    if check.returncode != 0:
+                        return f"{cc} {openmp or 'no OpenMP'} {threads} thread(s): {check.stderr.strip()}"
+    return None
+
+
+def check_train(args: list[str], realize: str, compilers: list[str]) -> str | None:
+    """None when the exported trainer's `make check` passes on every build and team."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "train"
+        export = [*PRESK, "export", *args, "--target", "c", "--train", "--realize", realize]
+        done = _run([*export, "--threads", "2", "-o", str(out)], ROOT)
+        if done.returncode != 0:
+            return f"export failed: {done.stderr.strip()[-300:]}"
+        for cc in compilers:
+            for openmp in ("-fopenmp", ""):
+                for threads in ("1", "2"):
+                    env = {**os.environ, "OMP_NUM_THREADS": threads}
+                    _run(["make", "-s", "clean"], out)
+                    march = [] if openmp else ["MARCH="]
+                    build = _run(["make", "-s", f"CC={cc}", f"OPENMP={openmp}", *march, "train"], out, env)
                     if build.returncode != 0 or "warning" in build.stderr:
                         return f"{cc} {openmp or 'no OpenMP'}: {build.stderr.strip()[-300:]}"
                     check = _run(["sh", "conformance/check.sh"], out, env)
@@ -112,6 +142,18 @@ def main(argv: list[str]) -> int:
                 else:
                     failed += 1
                     print(f"FAIL  {label:<36} {problem}")
+    for name, args in TRAINERS:
+        if fast and name != TRAINERS[0][0]:
+            continue
+        for realize in ("f64", "f32", "bf16"):
+            label = f"{name} [{realize}]"
+            problem = check_train(args, realize, compilers)
+            if problem is None:
+                passed += 1
+                print(f"ok    {label:<36} make check: 20 steps, {', '.join(compilers)} × OpenMP on/off × 1, 2 threads")
+            else:
+                failed += 1
+                print(f"FAIL  {label:<36} {problem}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
