@@ -79,18 +79,18 @@ def check_train(args: list[str], realize: str, compilers: list[str]) -> str | No
         done = _run([*export, "--threads", "2", "-o", str(out)], ROOT)
         if done.returncode != 0:
             return f"export failed: {done.stderr.strip()[-300:]}"
-        for cc in compilers:
-            for openmp in ("-fopenmp", ""):
-                for threads in ("1", "2"):
-                    env = {**os.environ, "OMP_NUM_THREADS": threads}
-                    _run(["make", "-s", "clean"], out)
-                    march = [] if openmp else ["MARCH="]
-                    build = _run(["make", "-s", f"CC={cc}", f"OPENMP={openmp}", *march, "train"], out, env)
-                    if build.returncode != 0 or "warning" in build.stderr:
-                        return f"{cc} {openmp or 'no OpenMP'}: {build.stderr.strip()[-300:]}"
-                    check = _run(["sh", "conformance/check.sh"], out, env)
-                    if check.returncode != 0:
-                        return f"{cc} {openmp or 'no OpenMP'} {threads} thread(s): {check.stderr.strip()}"
+        builds = [(cc, openmp, n) for cc in compilers for openmp in ("-fopenmp", "") for n in "12"]
+        for cc, openmp, threads in builds:
+            env = {**os.environ, "OMP_NUM_THREADS": threads}
+            what = f"{cc} {openmp or 'no OpenMP'}"
+            _run(["make", "-s", "clean"], out)
+            march = [] if openmp else ["MARCH="]
+            build = _run(["make", "-s", f"CC={cc}", f"OPENMP={openmp}", *march, "train"], out, env)
+            if build.returncode != 0 or "warning" in build.stderr:
+                return f"{what}: {build.stderr.strip()[-300:]}"
+            check = _run(["sh", "conformance/check.sh"], out, env)
+            if check.returncode != 0:
+                return f"{what} {threads} thread(s): {check.stderr.strip()}"
     return None
 
 
@@ -150,7 +150,8 @@ def main(argv: list[str]) -> int:
             problem = check_train(args, realize, compilers)
             if problem is None:
                 passed += 1
-                print(f"ok    {label:<36} make check: 20 steps, {', '.join(compilers)} × OpenMP on/off × 1, 2 threads")
+                builds = f"{', '.join(compilers)} × OpenMP on/off × 1, 2 threads"
+                print(f"ok    {label:<36} make check (20 steps), {builds}")
             else:
                 failed += 1
                 print(f"FAIL  {label:<36} {problem}")
