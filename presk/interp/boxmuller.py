@@ -12,7 +12,8 @@ extended precision (`np.longdouble`, 64-bit significand, unit roundoff u = 2**-6
   rounded from MPFR; nothing of the C library. Its bound is derived in Note [The second
   stage's bound]; about 2 elements in 10**6 stay undecided after it.
 
-`scale` does the same for `normal(std=…)`: RN53(z * std) for normals z, in two stages.
+`scale` does the same for `normal(std=…)`: RN53(z * std) for normals z, in two stages, and
+`affine` is the second stage of the affine uniforms (rng.py holds their first).
 
 Both need numpy's longdouble to be the x87 format in 16 bytes (`X87`); the caller checks.
 """
@@ -26,7 +27,7 @@ import gmpy2
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UNIT", "X87", "first", "pair", "scale", "second"]
+__all__ = ["UNIT", "X87", "affine", "first", "pair", "scale", "second"]
 
 _LD = np.longdouble
 # A 64-bit significand, stored in the low 8 of 16 bytes (1.5 has it 0xC000000000000000).
@@ -170,10 +171,28 @@ def scale(z: Doubles, std: Pair) -> tuple[Doubles, Bools]:
     if redo.size:
         zr = z[redo].astype(_LD)
         ph, pl = _two_prod(zr, std[0])
-        exact, left = _decide(_fast_two_sum(ph, pl + zr * std[1]))
+        p2 = _fast_two_sum(ph, pl + zr * std[1])
+        exact, left = _decide(p2, np.abs(p2[0]) * _LD(_SECOND_BOUND))
         out[redo] = np.where(left, out[redo], exact)
         bad[redo] = left
     return out + 0.0, bad
+
+
+# ---------------------------------------------------------------------------------------------
+# Affine uniforms: the second stage of RN53(RN256(low + RN256(width u)))
+
+
+def affine(low: Pair, width: Pair, m: U64) -> tuple[Doubles, Bools]:
+    """low + width u, u = m 2**-53, for low and width as hi + lo, and where undecided."""
+    # width u = two_prod(width hi, u) + width lo u, then the sum with low by two_sum: each
+    # step errs by a few u**2 of |low| + |width u| (MPFR's two roundings by 2**-255 of it),
+    # not of the result, which may cancel; so the margin has 2**-120 of |low| + |width u|
+    # (over 30 times those errors) beside the usual 2**-72 of the result.
+    u = m.astype(_LD) * _SCALE
+    ph, pe = _two_prod(width[0], u)
+    v = _add(low, _fast_two_sum(ph, pe + width[1] * u))
+    margin = np.abs(v[0]) * _LD(_SECOND_BOUND) + (abs(low[0]) + np.abs(ph)) * _LD(2.0**-120)
+    return _decide(v, margin)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,8 +349,9 @@ def second(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     swap, negate0, negate1 = _orient(q, flip)
     cos_t = (np.where(swap, sin_a[0], cos_a[0]), np.where(swap, sin_a[1], cos_a[1]))
     sin_t = (np.where(swap, cos_a[0], sin_a[0]), np.where(swap, cos_a[1], sin_a[1]))
-    d0, bad0 = _decide(_mul(r, cos_t))
-    d1, bad1 = _decide(_mul(r, sin_t))
+    z0, z1 = _mul(r, cos_t), _mul(r, sin_t)
+    d0, bad0 = _decide(z0, np.abs(z0[0]) * _LD(_SECOND_BOUND))
+    d1, bad1 = _decide(z1, np.abs(z1[0]) * _LD(_SECOND_BOUND))
     # Negation commutes with rounding to nearest, ties to even.
     np.negative(d0, out=d0, where=negate0)
     np.negative(d1, out=d1, where=negate1)
@@ -339,8 +359,8 @@ def second(m1: U64, m2: U64) -> tuple[Doubles, Doubles, Bools, Bools]:
     return d0, d1, bad0 | on_axis, bad1 | on_axis
 
 
-def _decide(z: Pair) -> tuple[Doubles, Bools]:
-    """RN53 of the exact value where z's bound puts it strictly between two midpoints."""
+def _decide(z: Pair, margin: Ld) -> tuple[Doubles, Bools]:
+    """RN53 of the exact value, known to within `margin` of z, where that decides it."""
     zh, zl = z
     d = zh.astype(np.float64)
     up = np.nextafter(d, np.inf)
@@ -349,7 +369,7 @@ def _decide(z: Pair) -> tuple[Doubles, Bools]:
     # zh - mid is exact (Sterbenz), so only the addition of zl is rounded.
     above = (zh - (d.astype(_LD) + up) / 2) + zl
     below = (zh - (d.astype(_LD) + down) / 2) + zl
-    margin = np.abs(zh) * _LD(_SECOND_BOUND)  # See Note [The second stage's bound]
+    # See Note [The second stage's bound] for why the margins used are wide enough.
     out = np.where(above > margin, up, np.where(below < -margin, down, d))
     undecided = ~((above > margin) | (below < -margin) | ((above < -margin) & (below > margin)))
     return out + 0.0, undecided | (zh == 0)

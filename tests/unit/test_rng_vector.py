@@ -343,3 +343,33 @@ def test_scaled_ties_take_the_mpfr_path(monkeypatch: pytest.MonkeyPatch) -> None
     for std in (Fraction(2**53 + 1, 2**53), Fraction(2**53 - 1, 2**53)):
         got = rng.scaled_normals_array(KEYS[0], len(zs), std)
         assert same_bits(got, rng.scaled_normals(KEYS[0], len(zs), std))
+
+
+@pytest.mark.parametrize(("low", "high"), RANGES[:7])
+def test_affine_second_stage_decides_as_mpfr(low: Any, high: Any) -> None:
+    # Random draws and draws where low + width u cancels to a few bits (u near -low/width):
+    # every element the second stage decides is MPFR's, and every one it leaves lies within
+    # its margin of a midpoint (with short parameters many are exact ties).
+    gen = np.random.default_rng(5)
+    with gmpy2.context(precision=256):
+        lo, width = rng._mpfr(low), rng._mpfr(high) - rng._mpfr(low)
+        m = gen.integers(0, 2**53, 4000, dtype=np.uint64)
+        if not gmpy2.is_zero(width):
+            centre = int(gmpy2.rint(-lo / width * 2**53))
+            near = [centre + d for d in range(-300, 300) if 0 <= centre + d < 2**53]
+            m = np.concatenate([m, np.array(near, dtype=np.uint64)])
+        got, left = boxmuller.affine(boxmuller.pair(lo), boxmuller.pair(width), m)
+        for g, still, mi in zip(got.tolist(), left.tolist(), m.tolist(), strict=True):
+            want = rng._affine_one(lo, width, int(mi))
+            if not still:
+                assert g.hex() == want.hex(), (low, high, mi)
+                continue
+            wu = width * gmpy2.mul_2exp(gmpy2.mpfr(int(mi)), -53)
+            v = lo + wu
+            if gmpy2.is_zero(v):
+                continue  # an exact zero is left to MPFR too (for its sign)
+            mids = [
+                (gmpy2.mpfr(want) + gmpy2.mpfr(np.nextafter(want, t))) / 2 for t in (-1e309, 1e309)
+            ]
+            slack = 2.0**-71 * abs(v) + 2.0**-119 * (abs(lo) + abs(wu))
+            assert min(abs(v - mid) for mid in mids) <= slack, (low, high, mi)
