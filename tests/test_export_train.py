@@ -131,7 +131,7 @@ def test_the_horizon_flags(tmp_path: Path) -> None:
         (["--steps", "0"], "--steps 0: expected a positive integer"),
         (["--log-every", "x"], "--log-every x: expected a positive integer"),
         (["--steps"], "--steps: expected a value"),
-        (["--ckpt", ""], "name a directory"),
+        (["--ckpt", ""], '--ckpt "": name a file'),
     ],
 )
 def test_bad_trainer_flags_are_one_line(exported: Path, flags: list[str], needle: str) -> None:
@@ -140,10 +140,18 @@ def test_bad_trainer_flags_are_one_line(exported: Path, flags: list[str], needle
     assert one_line(done.stderr) and needle in done.stderr
 
 
+def test_times_holds_each_step(exported: Path, tmp_path: Path) -> None:
+    times = tmp_path / "times"
+    done = train_c(exported, "--steps", "5", "--ckpt", str(tmp_path / "c"), "--times", str(times))
+    assert done.returncode == 0
+    assert len([float(x) for x in times.read_text().split()]) == 5
+
+
 def test_an_unknown_trainer_flag_gives_the_usage(exported: Path) -> None:
     done = train_c(exported, "--bogus")
     assert done.returncode == 2 and "--bogus: unknown flag" in done.stderr
-    assert done.stderr.endswith("usage: train [--steps N] [--log-every K] [--ckpt DIR]\n")
+    usage = "usage: train [--steps N] [--log-every K] [--ckpt DIR] [--times FILE]\n"
+    assert done.stderr.endswith(usage)
 
 
 def test_a_checkpoint_directory_that_is_a_file_is_one_line(exported: Path, tmp_path: Path) -> None:
