@@ -59,6 +59,7 @@ libm-check: $(STAMP)
 
 bench-train: $(STAMP)
 	$(PY) benchmarks/train.py
+	$(PY) benchmarks/export_train.py
 
 # The training chapter's runs: the small regression and the tiny MiniGPT, on the
 # reference and natively in f64 and f32 (a few minutes: the reference is exact, not fast).
