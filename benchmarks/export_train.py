@@ -21,10 +21,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIGPT = "tests/examples/minigpt/train_minigpt.psk"
+TINY = {"V": 64, "D": 16, "H": 2, "L": 2}
+MID = {"V": 64, "D": 64, "H": 4, "L": 4}
 RUNS: list[tuple[str, str, dict[str, int], str]] = [
     ("tutorial 07 (the tower), f64", "tutorial/07_train.psk", {}, "f64"),
-    ("tiny MiniGPT (V64 D16 H2 L2, B16 T8), f32", MINIGPT, {"V": 64, "D": 16, "H": 2, "L": 2}, "f32"),
-    ("mid MiniGPT (V64 D64 H4 L4, B16 T8), f32", MINIGPT, {"V": 64, "D": 64, "H": 4, "L": 4}, "f32"),
+    ("tiny MiniGPT (V64 D16 H2 L2, B16 T8), f32", MINIGPT, TINY, "f32"),
+    ("mid MiniGPT (V64 D64 H4 L4, B16 T8), f32", MINIGPT, MID, "f32"),
 ]  # fmt: skip
 STEPS = 30
 ROUNDS = 3
