@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-train train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
+.PHONY: demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,28 @@ train-examples: $(STAMP)
 	$(PRESK) train $(TINY_GPT) --steps 20 --log-every 5 --ckpt out/train/minigpt_f32 --backend native --realize f32
 	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f64/final.psk.d
 	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f32/final.psk.d
+
+bench-serve: $(STAMP)
+	$(PY) benchmarks/serve.py
+
+# Train the tiny MiniGPT briefly, then generate greedily from its weights on the reference,
+# natively in f64 and f32 and from the exported C program: the tokens must be the same.
+# (The PyTorch serve.py of the PyTorch export is not built yet.)
+SERVE_GPT := tests/examples/minigpt/serve_minigpt.psk --const V=64 --const D=16 --const H=2 --const L=2
+SERVE_ARGS := --weights out/serve/ckpt/final.psk.d --prompt 'the compiler ' --tokens 40 --greedy
+serve-examples: $(STAMP)
+	$(PRESK) train $(TINY_GPT) --steps 60 --epochs 2 --log-every 20 --backend native --ckpt out/serve/ckpt
+	$(PRESK) serve $(SERVE_GPT) $(SERVE_ARGS) > out/serve/reference.txt
+	$(PRESK) serve $(SERVE_GPT) $(SERVE_ARGS) --backend native > out/serve/native_f64.txt
+	$(PRESK) serve $(SERVE_GPT) $(SERVE_ARGS) --backend native --realize f32 > out/serve/native_f32.txt
+	$(PRESK) export $(SERVE_GPT) --target c --serve --weights out/serve/ckpt/final.psk.d -o out/serve/c
+	$(MAKE) -s -C out/serve/c check
+	out/serve/c/run out/serve/c/weights.psk.d -p 'the compiler ' -n 40 -g > out/serve/c.txt
+	cmp out/serve/reference.txt out/serve/native_f64.txt
+	cmp out/serve/reference.txt out/serve/native_f32.txt
+	cmp out/serve/reference.txt out/serve/c.txt
+	@echo "serve-examples: the same greedy tokens on the reference, f64, f32 and the C program:"
+	@cat out/serve/reference.txt
 
 bench-synth: $(STAMP)
 	$(PY) benchmarks/synth.py

@@ -132,3 +132,24 @@ def train_step(
         opt.step()
 
     return loss, step
+
+
+def generate_greedy(
+    theta: dict[str, np.ndarray],
+    prompt: list[int],
+    tokens: int,
+    consts: dict[str, int],
+    context: int,
+) -> list[int]:
+    """The eager PyTorch loop: the last `context` tokens in, the argmax of the last row out."""
+    p = {
+        path: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        for path, a in theta.items()
+    }
+    sequence = list(prompt)
+    with torch.no_grad():
+        for _ in range(tokens):
+            ids = torch.tensor([sequence[-context:]], dtype=torch.int64)
+            logits = _forward(p, ids, consts)()
+            sequence.append(int(torch.argmax(logits[0, -1])))
+    return sequence[len(prompt) :]

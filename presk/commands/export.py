@@ -71,6 +71,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     export.add_argument("--weights", default=None, help="--serve: weights other than the block's")
     export.add_argument("--prompt", default=None, help="--serve: the prompt `make check` uses")
+    export.add_argument(
+        "--vocab", default=None, help="--serve: a vocabulary other than the block's"
+    )
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
     export.set_defaults(handler=main)

@@ -41,6 +41,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--greedy", action="store_true", help="take the most likely token")
     serve.add_argument("--seed", default="0", help="the seed of the sampler's keys (default 0)")
     serve.add_argument("--weights", metavar="F.psk.d", help="weights other than the block's")
+    serve.add_argument("--vocab", metavar="V.json", help="a vocabulary other than the block's")
     serve.add_argument("--backend", default="interp", help="interp (the exact reference) or native")
     serve.add_argument("--realize", default="f64", help="native: f64 (default), f32, bf16 or @FILE")
     serve.add_argument("--threads", default=None, help="native workers (default: the machine's)")
@@ -81,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
     block = checked.serves[0]
     if args.greedy and block.greedy is None:
         raise UsageError(f"--greedy: the `inference {block.name}` block names no `greedy` function")
-    served = prepare(block, args.weights or block.weights)
+    served = prepare(block, args.weights or block.weights, args.vocab)
     vocab, dims, weights, classes = served.vocab, served.dims, served.weights, served.classes
     if args.ids is not None:
         prompt = _ids(args.ids, classes)

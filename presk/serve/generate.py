@@ -74,14 +74,15 @@ class Served:
         return [(path, array.shape) for path, array in _flat(self.weights).items()]
 
 
-def prepare(block: ServeBlock, weights_path: str) -> Served:
-    """The vocabulary and the weights (one-line errors when they do not fit)."""
+def prepare(block: ServeBlock, weights_path: str, vocab_path: str | None = None) -> Served:
+    """The vocabulary (the block's, or `vocab_path`) and the weights (one-line errors when
+    they do not fit)."""
     from presk.data.format import DataError
     from presk.data.samples import read
     from presk.diagnostics import printable
     from presk.train.checkpoint import read_weights
 
-    vocab = load_vocab(block.vocab)
+    vocab = load_vocab(vocab_path or block.vocab)
     where = printable(weights_path)
     try:
         held = read(weights_path)
@@ -97,7 +98,8 @@ def prepare(block: ServeBlock, weights_path: str) -> Served:
     classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
     if len(vocab) != classes:
         raise CommandError(
-            f"{printable(block.vocab)}: {len(vocab)} tokens, the model scores {classes}"
+            f"{printable(vocab_path or block.vocab)}: {len(vocab)} tokens, "
+            f"the model scores {classes}"
         )
     return Served(vocab, dims, weights, classes)
 
