@@ -316,7 +316,7 @@ def test_help_command() -> None:
         ("run", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--opt"),
         ("dump", "tutorial/01_linear.psk", "--stage", "core", "--plan", "@p.json"),
         ("bench", "tutorial/01_linear.psk", "--calibrate", "p.json"),
-        ("export", "tutorial/01_linear.psk", "--serve"),
+        ("export", "tutorial/01_linear.psk", "--plan", "p.json"),
         ("export", "tutorial/01_linear.psk", "--target", "pytorch"),
     ],
 )
