@@ -169,6 +169,7 @@ def test_a_checkpoint_directory_that_is_a_file_is_one_line(exported: Path, tmp_p
         ([TUTORIAL, "--mode", "scop"], 2, "drop --mode and --name"),
         ([TUTORIAL, "--steps", "0"], 2, "--steps"),
         ([TUTORIAL, "--seed", "-1"], 2, "--seed"),
+        ([TUTORIAL, "--serve"], 2, "one program at a time"),
     ],
 )
 def test_bad_exports_are_one_line(tmp_path: Path, argv: list[str], code: int, needle: str) -> None:

@@ -134,6 +134,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     """`--train`: the file's training run as a C program (presk/export/train.py)."""
+    if args.serve:
+        raise UsageError("--train and --serve: one program at a time")
     if args.entry is not None or args.dim:
         raise UsageError("--train exports the run's own step: drop --entry and --dim")
     if args.mode != "program" or args.name is not None:
