@@ -35,7 +35,7 @@ from presk.host.realization import Realization
 from presk.names import c_string, comment
 from presk.train import checkpoint
 from presk.train.data import Batches
-from presk.train.loop import NativeStepper, Plan, StepLog, Trainer, initial_weights
+from presk.train.loop import NativeStepper, Plan, Trainer, initial_weights
 from presk.types.check import CheckedProgram
 from presk.types.training import TrainingRun
 
@@ -72,17 +72,6 @@ class _Layout:
     paths: list[str]  # θ's leaf paths, as a checkpoint names them
     batch: list[HTensor]
     scalars: list[HTensor]
-
-
-def log_line(r: StepLog) -> str:
-    """A step's line, in the format of `presk train` (presk/commands/train.py)."""
-    rate, norm = _exp(r.lr, 3), _exp(r.gnorm, 4)
-    return f"step {r.step}  epoch {r.epoch}  loss {r.loss:.6f}  lr {rate}  |g| {norm}"
-
-
-def _exp(x: float, digits: int) -> str:
-    mantissa, exponent = f"{x:.{digits}e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
 
 
 def _layout(unit: Unit, host: HostProgram, batch_leaves: int) -> _Layout:
@@ -211,7 +200,7 @@ def plan_train(request: CTrain) -> ExportPlan:
     # The native run `make check` repeats, on the stepper that compiled the step.
     steps = min(CHECK_STEPS, request.available)
     trainer = Trainer(run, batches, stepper, Plan(steps, 0, steps), meta, real)
-    lines = [log_line(record) for record in trainer.steps()]
+    lines = [record.line() for record in trainer.steps()]
     with tempfile.TemporaryDirectory() as tmp:
         final = trainer.save_final(Path(tmp)).read_bytes()
 
@@ -323,4 +312,4 @@ def plan_train(request: CTrain) -> ExportPlan:
     return ExportPlan(files, summary)
 
 
-__all__ = ["CHECK_STEPS", "CTrain", "log_line", "plan_train"]
+__all__ = ["CHECK_STEPS", "CTrain", "plan_train"]
