@@ -12,6 +12,7 @@ as a comment above it, is sanitised so that it cannot close the comment.
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import gmpy2
@@ -206,9 +207,15 @@ class _Printer:
         pad, lanes = "    " * depth, LANES[self.arith]
         suffix = "" if self.arith == "f64" else "f"
         arrays = {fn: f"presk_lv{n}" for n, fn in enumerate(calls)}
-        lane = f"const int64_t {loop.var} = presk_lb + presk_l;"
-        each = f"for (int presk_l = 0; presk_l < {lanes}; presk_l++) {{"
         inner = pad + "        "
+
+        def each_lane(indent: str, body: list[str]) -> list[str]:
+            # The loop variable is declared where the lane's statements read it (-Wunused).
+            uses = re.search(rf"\b{loop.var}\b", "\n".join(body)) is not None
+            lane = [f"{indent}    const int64_t {loop.var} = presk_lb + presk_l;"] if uses else []
+            head = f"{indent}for (int presk_l = 0; presk_l < {lanes}; presk_l++) {{"
+            return [head, *lane, *body, f"{indent}}}"]
+
         out = [f"{pad}{{", f"{pad}    int64_t presk_lb = {start};"]
         out.append(f"{pad}    for (; presk_lb + {lanes} <= {end}; presk_lb += {lanes}) {{")
         declared = ", ".join(f"{a}[{lanes}]" for a in arrays.values())
@@ -217,27 +224,24 @@ class _Printer:
         calling = inner
         if guard is not None:
             # No lane reads a call unless it passes the guard: a block none passes calls nothing.
-            test = (
-                self.expr(guard) if not isinstance(guard, ir.Load) else f"({self.expr(guard)} != 0)"
-            )
-            out += [f"{inner}int presk_lany = 0;", f"{inner}{each}", f"{inner}    {lane}"]
-            out += [f"{inner}    presk_lany |= {test};", f"{inner}}}", f"{inner}if (presk_lany) {{"]
+            test = self.expr(guard)
+            test = f"({test} != 0)" if isinstance(guard, ir.Load) else test
+            out.append(f"{inner}int presk_lany = 0;")
+            out += each_lane(inner, [f"{inner}    presk_lany |= {test};"])
+            out.append(f"{inner}if (presk_lany) {{")
             calling = inner + "    "
         levels = {fn: call_depth(fn, calls) for fn in calls}
         for level in sorted(set(levels.values())):
             batch = [fn for fn in calls if levels[fn] == level]
-            out += [f"{calling}{each}", f"{calling}    {lane}"]
-            out += [f"{calling}    {arrays[fn]}[presk_l] = {self.expr(fn.arg)};" for fn in batch]
-            out.append(f"{calling}}}")
+            args = [f"{calling}    {arrays[fn]}[presk_l] = {self.expr(fn.arg)};" for fn in batch]
+            out += each_lane(calling, args)
             for fn in batch:
                 a = arrays[fn]
                 out.append(f"{calling}presk_{fn.name}{suffix}_lanes({a}, {a});")
                 self._lane_values[fn] = f"{a}[presk_l]"
         if guard is not None:
             out.append(f"{inner}}}")
-        out += [f"{inner}{each}", f"{inner}    {lane}"]
-        out += self.stmts(loop.body, depth + 3)
-        out.append(f"{inner}}}")
+        out += each_lane(inner, self.stmts(loop.body, depth + 3))
         self._lane_values = {}
         out.append(f"{pad}    }}")
         # The iterations past the last whole block, as the scalar loop runs them.
