@@ -27,6 +27,7 @@ from presk.commands.common import (
     refuse_later_flags,
     threads_of,
 )
+from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, UsageError, print_diagnostics, printable
 from presk.entries import natural
 from presk.pipeline import front_end
@@ -269,9 +270,10 @@ class _Log:
                         kept.append(line)
                 except (ValueError, KeyError, TypeError):
                     continue
-        temp = path.with_name(".log.jsonl.tmp")
-        temp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
-        os.replace(temp, path)
+        try:
+            write_atomically(path, "".join(k + "\n" for k in kept).encode("utf-8"))
+        except DataError as error:
+            raise CommandError(str(error)) from None
         self.out = path.open("a", encoding="utf-8")
 
     def write(self, record: StepLog) -> None:

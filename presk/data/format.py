@@ -390,6 +390,13 @@ def write(path: str | os.PathLike[str], data: DataFile) -> None:
     """
     name = os.fspath(path)
     payload = encode(data)  # before any file exists: bad content creates nothing
+    write_atomically(name, payload)
+
+
+def write_atomically(path: str | os.PathLike[str], payload: bytes) -> None:
+    """Write `payload` to `path` as `write` does: a temporary beside it, fsynced, renamed;
+    on failure the temporary is removed and the target untouched (DataError)."""
+    name = os.fspath(path)
     fd, tmp = _create_temp(name)
     try:
         with os.fdopen(fd, "wb") as f:

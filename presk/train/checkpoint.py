@@ -16,9 +16,7 @@ ever deleted here: a later checkpoint of the same step replaces its files.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -28,7 +26,7 @@ import gmpy2
 import numpy as np
 
 from presk.data import samples as store
-from presk.data.format import DataError
+from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Params, subst
@@ -79,15 +77,11 @@ def prepare(directory: str) -> Path:
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    text = json.dumps(document, indent=1) + "\n"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=1)
-            out.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)  # our own temporary file
-        raise
+        write_atomically(path, text.encode("utf-8"))
+    except DataError as error:
+        raise CommandError(str(error)) from None
 
 
 def save(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, printable
 
 
@@ -53,14 +53,12 @@ def plot_log(records: list[dict[str, Any]], out: str, title: str) -> None:
     rate_ax.set_ylabel("learning rate", color="tab:orange")
     loss_ax.set_title(f"{title}: {len(records)} steps")
     fig.tight_layout()
-    target = Path(out)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".png", dir=target.parent or ".")
-    os.close(fd)
+    image = io.BytesIO()
     try:
-        fig.savefig(temp, format="png")
-        os.replace(temp, target)
-    except OSError as error:
-        Path(temp).unlink(missing_ok=True)
-        raise CommandError(f"--plot {printable(out)}: {error.strerror}") from None
+        fig.savefig(image, format="png")
     finally:
         plt.close(fig)
+    try:
+        write_atomically(out, image.getvalue())
+    except DataError as error:
+        raise CommandError(f"--plot {printable(out)}: {error}") from None
