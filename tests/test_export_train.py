@@ -121,7 +121,8 @@ def test_the_horizon_flags(tmp_path: Path) -> None:
     capped = train_c(out, "--steps", "1000", "--ckpt", str(tmp_path / "b"), "--log-every", "100")
     assert capped.stdout.startswith("step 16  epoch 1 ")
     code, stdout, _ = run_presk("train", TUTORIAL, "--backend", "native", "--epochs", "1",
-                                "--steps", "7", "--seed", "5", "--log-every", "100")  # fmt: skip
+                                "--steps", "7", "--seed", "5", "--log-every", "100",
+                                "--ckpt", str(tmp_path / "native"))  # fmt: skip
     assert code == 0 and steps(stdout) == steps(done.stdout)
 
 
