@@ -28,6 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
+from presk.data.samples import flatten
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = "tests/examples/minigpt/serve_minigpt.psk"
 TRAIN = "tests/examples/minigpt/train_minigpt.psk"
@@ -35,16 +37,6 @@ SIZES = (
     ("tiny MiniGPT", {"V": 64, "D": 16, "H": 2, "L": 2}, 8, 400, 5.0),
     ("course-size GPT", {"V": 92, "D": 384, "H": 6, "L": 6}, 256, 40, 1.0),
 )
-
-
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = np.asarray(value)
-    return out
 
 
 def weights(consts: dict[str, int], context: int, path: Path) -> dict[str, Any]:
@@ -133,7 +125,7 @@ def torch_rate(
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from torch_minigpt import generate_greedy
 
-    flat = _flat(theta)
+    flat = flatten(theta)
     prompt = _prompt(context, consts["V"])
     generate_greedy(flat, prompt, 2, consts, context)
     start = time.perf_counter()

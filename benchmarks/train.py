@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from presk.data.samples import flatten
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "tests/examples/minigpt/train_minigpt.psk"
 MID = ({"V": 64, "D": 64, "H": 4, "L": 4}, {"B": 32, "T": 32})
@@ -43,16 +45,6 @@ def median_time(call: Callable[[], object], repeat: int) -> float:
         call()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = np.asarray(value)
-    return out
 
 
 def _zeros(tree: Any) -> Any:
@@ -82,7 +74,7 @@ class Step:
             banner="bench-train step",
         )
         theta = initial_weights(run, dims, 0)
-        self.theta = {k: np.asarray(v, dtype=np.float32) for k, v in _flat(theta).items()}
+        self.theta = {k: np.asarray(v, dtype=np.float32) for k, v in flatten(theta).items()}
         shape = (dims["B"], dims["T"])
         count = dims["B"] * dims["T"]
         ids = rng.randints_array(rng.key_for(0, "bench/ids"), count, consts["V"])

@@ -221,3 +221,62 @@ def guard(command: str, body: Callable[[], int]) -> int:
     except RecursionError:
         sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
         return 1
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """What `train` and `serve` take alike: where the step runs, in what, from which seed."""
+
+    backend: str
+    seed: int
+    bits: int
+    realization: Realization
+    threads: int
+
+
+def run_flags(args: argparse.Namespace) -> RunFlags | None:
+    """`--backend`, `--seed`, `--bits`, `--realize`, `--threads`; None for a realization
+    refused with E7002 (already reported)."""
+    if args.backend not in ("interp", "native"):
+        raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
+    seed = natural("--seed", args.seed, 0, 2**64 - 1)
+    bits = natural("--bits", args.bits, 8, 1 << 20)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return None
+    threads = threads_of(args.threads) if args.backend == "native" else 1
+    return RunFlags(args.backend, seed, bits, realization, threads)
+
+
+def program_of(args: argparse.Namespace) -> CheckedProgram:
+    """The checked program of `FILE` and `--const`; its warnings printed."""
+    from presk.pipeline import front_end
+
+    checked, sink = front_end(args.file, const_overrides(args.const))
+    print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
+    return checked
+
+
+@dataclass(frozen=True)
+class BlockExport:
+    """What an export of a block (`--train`, `--serve`) takes: a seed, a type, workers."""
+
+    seed: int
+    realization: Realization
+    threads: int
+
+
+def block_export_flags(args: argparse.Namespace, flag: str, what: str) -> BlockExport | None:
+    """The flags of `export --train`/`--serve`, checked; None for a refused realization."""
+    if args.entry is not None or args.dim:
+        raise UsageError(f"{flag} exports {what}: drop --entry and --dim")
+    if args.mode != "program" or args.name is not None:
+        raise UsageError(f"{flag} writes a program: drop --mode and --name")
+    if args.output is None:
+        raise UsageError("-o DIR is required")
+    seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return None
+    threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
+    return BlockExport(seed, realization, threads)

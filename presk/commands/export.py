@@ -9,6 +9,7 @@ import gmpy2
 
 from presk.commands.common import (
     Chosen,
+    block_export_flags,
     choose_entry,
     const_overrides,
     entry_args,
@@ -136,17 +137,10 @@ def _train(args: argparse.Namespace) -> int:
     """`--train`: the file's training run as a C program (presk/export/train.py)."""
     if args.serve:
         raise UsageError("--train and --serve: one program at a time")
-    if args.entry is not None or args.dim:
-        raise UsageError("--train exports the run's own step: drop --entry and --dim")
-    if args.mode != "program" or args.name is not None:
-        raise UsageError("--train writes a program: drop --mode and --name")
-    if args.output is None:
-        raise UsageError("-o DIR is required")
-    seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
-    realization = realization_of(args.realize)
-    if realization is None:
+    flags = block_export_flags(args, "--train", "the run's own step")
+    if flags is None:
         return 1
-    threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
+    seed, realization, threads = flags.seed, flags.realization, flags.threads
     check_target(args.output)
     checked, _ = front_end(args.file, const_overrides(args.const))
     if not checked.trainings:
@@ -155,7 +149,7 @@ def _train(args: argparse.Namespace) -> int:
     batches = load_data(run)
     epochs = natural("--epochs", args.epochs, 1) if args.epochs else run.epochs
     available = epochs * batches.per_epoch
-    total = min(natural("--steps", args.steps, 1), available) if args.steps else available
+    total = batches.horizon(epochs, natural("--steps", args.steps, 1) if args.steps else None)
     request = CTrain(
         checked, run, batches, args.file, realization, args.realize, threads, seed, total,
         available, args.output,

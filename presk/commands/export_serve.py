@@ -11,12 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from presk.commands.common import const_overrides, realization_of
+from presk.commands.common import block_export_flags, program_of
 from presk.diagnostics import UsageError, printable
-from presk.entries import natural
 from presk.export.serve import CServe, plan_serve
 from presk.export.write import check_target, write_plan
-from presk.pipeline import front_end
 from presk.serve.generate import generate, native_step, prepare
 from presk.types.scope import param_leaves
 
@@ -25,19 +23,12 @@ CHECK_TEMPERATURE = "0.8"
 
 
 def export_serve(args: argparse.Namespace) -> int:
-    if args.entry is not None or args.dim:
-        raise UsageError("--serve exports the block's generation functions: drop --entry and --dim")
-    if args.mode != "program" or args.name is not None:
-        raise UsageError("--serve writes a program: drop --mode and --name")
-    if args.output is None:
-        raise UsageError("-o DIR is required")
-    seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
-    realization = realization_of(args.realize)
-    if realization is None:
+    flags = block_export_flags(args, "--serve", "the block's generation functions")
+    if flags is None:
         return 1
-    threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
+    seed, realization, threads = flags.seed, flags.realization, flags.threads
     check_target(args.output)
-    checked, _ = front_end(args.file, const_overrides(args.const))
+    checked = program_of(args)
     if not checked.serves:
         raise UsageError(f"{printable(args.file)} has no `inference` block")
     block = checked.serves[0]

@@ -12,16 +12,14 @@ import sys
 import time
 
 from presk.commands.common import (
-    const_overrides,
     file_args,
     guard,
-    realization_of,
+    program_of,
     refuse_later_flags,
-    threads_of,
+    run_flags,
 )
-from presk.diagnostics import UsageError, print_diagnostics, printable
+from presk.diagnostics import UsageError, printable
 from presk.entries import natural
-from presk.pipeline import front_end
 from presk.serve.generate import Step, generate, native_step, prepare, reference_step
 
 NAME = "serve"
@@ -65,18 +63,13 @@ def _temperature(text: str) -> float:
 
 def _serve(args: argparse.Namespace) -> int:
     refuse_later_flags(args)
-    if args.backend not in ("interp", "native"):
-        raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
-    tokens = natural("--tokens", args.tokens, 1)
-    seed = natural("--seed", args.seed, 0, 2**64 - 1)
-    bits = natural("--bits", args.bits, 8, 1 << 20)
-    temperature = 1.0 if args.greedy else _temperature(args.temperature)
-    realization = realization_of(args.realize)
-    if realization is None:
+    flags = run_flags(args)
+    if flags is None:
         return 1
-    threads = threads_of(args.threads) if args.backend == "native" else 1
-    checked, sink = front_end(args.file, const_overrides(args.const))
-    print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
+    seed, bits, realization, threads = flags.seed, flags.bits, flags.realization, flags.threads
+    tokens = natural("--tokens", args.tokens, 1)
+    temperature = 1.0 if args.greedy else _temperature(args.temperature)
+    checked = program_of(args)
     if not checked.serves:
         raise UsageError(f"{printable(args.file)} has no `inference` block")
     block = checked.serves[0]

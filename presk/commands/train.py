@@ -19,18 +19,16 @@ from types import FrameType
 from typing import Any
 
 from presk.commands.common import (
-    const_overrides,
     file_args,
     guard,
     later_flag,
-    realization_of,
+    program_of,
     refuse_later_flags,
-    threads_of,
+    run_flags,
 )
 from presk.data.format import DataError, write_atomically
-from presk.diagnostics import CommandError, UsageError, print_diagnostics, printable
+from presk.diagnostics import CommandError, UsageError, printable
 from presk.entries import natural
-from presk.pipeline import front_end
 from presk.train import checkpoint
 from presk.train.data import load as load_data
 from presk.train.loop import (
@@ -107,26 +105,18 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     refuse_later_flags(args)
     if args.file.endswith(".jsonl"):
         return _redraw(args)
-    if args.backend not in ("interp", "native"):
-        raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
-    seed = natural("--seed", args.seed, 0, 2**64 - 1)
-    bits = natural("--bits", args.bits, 8, 1 << 20)
-    log_every = natural("--log-every", args.log_every, 1)
-    realization = realization_of(args.realize)
-    if realization is None:
+    flags = run_flags(args)
+    if flags is None:
         return 1
-    threads = threads_of(args.threads) if args.backend == "native" else 1
-    checked, sink = front_end(args.file, const_overrides(args.const))
-    print_diagnostics([d for d in sink.diagnostics if not d.is_error], sys.stderr)
+    seed, bits, realization, threads = flags.seed, flags.bits, flags.realization, flags.threads
+    log_every = natural("--log-every", args.log_every, 1)
+    checked = program_of(args)
     if not checked.trainings:
         raise UsageError(f"{printable(args.file)} has no `training run` block")
     run = checked.trainings[0]
     batches = load_data(run)
     epochs = natural("--epochs", args.epochs, 1) if args.epochs else run.epochs
-    available = epochs * batches.per_epoch
-    total = natural("--steps", args.steps, 1) if args.steps else available
-    if total > available:
-        total = available  # the data runs out first: the horizon is where it does
+    total = batches.horizon(epochs, natural("--steps", args.steps, 1) if args.steps else None)
     directory = args.ckpt or args.resume
     if directory is None and run.checkpoint_dir is not None:
         directory = os.path.join(os.path.dirname(args.file), run.checkpoint_dir)

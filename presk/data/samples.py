@@ -106,6 +106,11 @@ def write(
     write_file(path, data)
 
 
+def flatten(value: Any) -> dict[str, npt.NDArray[Any]]:
+    """A sample's leaves by dotted path (`blocks.proj.w`, `0`, `1.0`), in order."""
+    return dict(_leaves(value, ""))
+
+
 def _leaves(value: Any, prefix: str) -> list[tuple[str, npt.NDArray[Any]]]:
     if isinstance(value, Mapping):
         return [x for k, v in value.items() for x in _leaves(v, f"{prefix}.{k}" if prefix else k)]

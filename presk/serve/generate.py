@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import gmpy2
 import numpy as np
 
+from presk.data.samples import flatten
 from presk.diagnostics import CommandError
 from presk.dtypes import f32_to_bf16
 from presk.elab.presburger import Lin
@@ -39,7 +40,7 @@ from presk.types.values import FnInfo
 
 def context_of(block: ServeBlock, weights: dict[str, Any]) -> dict[str, int]:
     """The dimensions the weights' shapes fix (the context T among them)."""
-    flat = _flat(weights)
+    flat = flatten(weights)
     dims: dict[str, int] = {}
     for path, ty, _ in param_leaves(block.params.inst):
         if path not in flat:
@@ -71,7 +72,7 @@ class Served:
 
     @property
     def leaves(self) -> list[tuple[str, tuple[int, ...]]]:
-        return [(path, array.shape) for path, array in _flat(self.weights).items()]
+        return [(path, array.shape) for path, array in flatten(self.weights).items()]
 
 
 def prepare(block: ServeBlock, weights_path: str, vocab_path: str | None = None) -> Served:
@@ -102,16 +103,6 @@ def prepare(block: ServeBlock, weights_path: str, vocab_path: str | None = None)
             f"the model scores {classes}"
         )
     return Served(vocab, dims, weights, classes)
-
-
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = np.asarray(value)
-    return out
 
 
 class Step(Protocol):

@@ -44,6 +44,11 @@ class Batches:
         """Samples of each epoch left out by the last incomplete batch."""
         return self.samples.count - self.per_epoch * self.size
 
+    def horizon(self, epochs: int, steps: int | None) -> int:
+        """The schedule's last step: `steps`, but never past `epochs` passes over the data."""
+        available = epochs * self.per_epoch
+        return available if steps is None else min(steps, available)
+
     def position(self, step: int) -> tuple[int, int]:
         """Step (1-based) → (epoch, batch within it), both 1-based."""
         return (step - 1) // self.per_epoch + 1, (step - 1) % self.per_epoch + 1

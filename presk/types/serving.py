@@ -24,7 +24,7 @@ from presk.elab.presburger import Lin
 from presk.elab.program import FileEnv
 from presk.elab.ty import SCALAR, Elem, KeyT, Params, Tensor, Type
 from presk.syntax import ast
-from presk.types.training import BlockError, module_named, source_text
+from presk.types.training import BlockError, block_fields, module_named, source_text
 from presk.types.values import FnInfo
 
 FIELDS = ("model", "weights", "vocab", "generate", "greedy")
@@ -121,26 +121,8 @@ def _signature(info: FnInfo, model: object, greedy: bool) -> tuple[str, str, Lin
 
 def check_serve(file: FileEnv, block: ast.Inference, functions: list[FnInfo]) -> ServeBlock:
     """One `inference` block, checked (E2019)."""
-    fields: dict[str, ast.Field] = {}
-    for f in block.fields:
-        if f.name.name not in FIELDS:
-            raise BlockError(
-                "E2019",
-                f"an inference block has no field `{f.name.name}`",
-                f.name.span,
-                "unknown field",
-                "its fields are " + ", ".join(f"`{n}`" for n in FIELDS),
-            )
-        fields[f.name.name] = f
-    for key in ("model", "weights", "vocab", "generate"):
-        if key not in fields:
-            raise BlockError(
-                "E2019",
-                f"the inference block has no `{key}`",
-                block.name.span,
-                f"`{key}` missing",
-                "an inference block names its model, weights, vocabulary and generation function",
-            )
+    required = ("model", "weights", "vocab", "generate")
+    fields = block_fields(block.fields, FIELDS, required, block.name, "E2019", "an inference block")
     model, model_text = module_named(file, fields["model"].value)
     generate = _function(file, fields["generate"].value, functions)
     batch, context, classes = _signature(generate, model, greedy=False)

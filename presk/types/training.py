@@ -332,20 +332,36 @@ def _batch_axes(ty: Type, dim: str) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class _Fields:
-    values: dict[str, ast.Field]
-
-    def need(self, key: str, block: ast.Training) -> ast.Expr:
-        if key not in self.values:
+def block_fields(
+    fields: tuple[ast.Field, ...],
+    allowed: tuple[str, ...],
+    required: tuple[str, ...],
+    name: ast.Ident,
+    code: str,
+    what: str,
+) -> dict[str, ast.Field]:
+    """A block's fields by name: an unknown one, or a required one missing, is `code`."""
+    found: dict[str, ast.Field] = {}
+    for f in fields:
+        if f.name.name not in allowed:
             raise BlockError(
-                "E2018",
-                f"the training run has no `{key}`",
-                block.name.span,
-                f"`{key}` missing",
-                "a training run names its model, objective, optimizer and data",
+                code,
+                f"{what} has no field `{f.name.name}`",
+                f.name.span,
+                "unknown field",
+                "its fields are " + ", ".join(f"`{n}`" for n in allowed),
             )
-        return self.values[key].value
+        found[f.name.name] = f
+    for key in required:
+        if key not in found:
+            raise BlockError(
+                code,
+                f"{what} has no `{key}`",
+                name.span,
+                f"`{key}` missing",
+                "it names its " + ", ".join(f"`{n}`" for n in required),
+            )
+    return found
 
 
 def check_training(
@@ -357,21 +373,13 @@ def check_training(
 ) -> TrainingRun | None:
     """One training run, checked (E2018), with its generated functions; None when it names
     an optimizer block whose own error is already reported."""
-    fields: dict[str, ast.Field] = {}
-    for f in block.fields:
-        if f.name.name not in TRAINING_FIELDS:
-            raise BlockError(
-                "E2018",
-                f"a training run has no field `{f.name.name}`",
-                f.name.span,
-                "unknown field",
-                "its fields are " + ", ".join(f"`{n}`" for n in TRAINING_FIELDS),
-            )
-        fields[f.name.name] = f
-    got = _Fields(fields)
-    model, model_text = module_named(file, got.need("model", block))
-    objective = _objective(file, got.need("objective", block), functions, model, model_text)
-    opt_expr = got.need("optimizer", block)
+    required = ("model", "objective", "optimizer", "data")
+    fields = block_fields(
+        block.fields, TRAINING_FIELDS, required, block.name, "E2018", "a training run"
+    )
+    model, model_text = module_named(file, fields["model"].value)
+    objective = _objective(file, fields["objective"].value, functions, model, model_text)
+    opt_expr = fields["optimizer"].value
     opt_name = source_text(opt_expr) if isinstance(opt_expr, ast.Name) else ""
     if opt_name in optimizers and optimizers[opt_name] is None:
         return None
@@ -384,7 +392,7 @@ def check_training(
             "not an optimizer",
             "declare `optimizer adamw { … }`",
         )
-    data = _pipeline(file, got.need("data", block), objective.dims)
+    data = _pipeline(file, fields["data"].value, objective.dims)
     batch_ty = objective.params[1][1]
     if not _batch_axes(batch_ty, data.dim):
         raise BlockError(
