@@ -24,7 +24,7 @@ from presk.elab.presburger import Lin
 from presk.elab.program import FileEnv
 from presk.elab.ty import SCALAR, Elem, KeyT, Params, Tensor, Type
 from presk.syntax import ast
-from presk.types.training import BlockError, block_fields, module_named, source_text
+from presk.types.training import BlockError, block_fields, function_named, module_named
 from presk.types.values import FnInfo
 
 FIELDS = ("model", "weights", "vocab", "generate", "greedy")
@@ -55,19 +55,6 @@ def _path(file: FileEnv, field: ast.Field) -> str:
             "not a string",
         )
     return os.path.normpath(os.path.join(os.path.dirname(file.path), field.value.value))
-
-
-def _function(file: FileEnv, expr: ast.Expr, functions: list[FnInfo]) -> FnInfo:
-    name = source_text(expr)
-    decl = file.fns.get(name) if isinstance(expr, ast.Name) else None
-    info = next((i for i in functions if decl is not None and i.decl is decl), None)
-    if info is None:
-        raise BlockError(
-            "E2019", f"`{name}` is not a function of this file", expr.span, "expected a function"
-        )
-    if info.state != "done":
-        raise BlockError("E2019", f"`{name}` did not check", expr.span, "see its errors above")
-    return info
 
 
 def _axes(ty: Type, names: tuple[str, ...]) -> tuple[Lin, ...] | None:
@@ -124,11 +111,11 @@ def check_serve(file: FileEnv, block: ast.Inference, functions: list[FnInfo]) ->
     required = ("model", "weights", "vocab", "generate")
     fields = block_fields(block.fields, FIELDS, required, block.name, "E2019", "an inference block")
     model, model_text = module_named(file, fields["model"].value)
-    generate = _function(file, fields["generate"].value, functions)
+    generate = function_named(file, fields["generate"].value, functions, "E2019")
     batch, context, classes = _signature(generate, model, greedy=False)
     greedy = None
     if "greedy" in fields:
-        greedy = _function(file, fields["greedy"].value, functions)
+        greedy = function_named(file, fields["greedy"].value, functions, "E2019")
         if _signature(greedy, model, greedy=True) != (batch, context, classes):
             raise BlockError(
                 "E2019",

@@ -294,18 +294,25 @@ def module_named(file: FileEnv, expr: ast.Expr) -> tuple[object, str]:
     )
 
 
-def _objective(
-    file: FileEnv, expr: ast.Expr, functions: list[FnInfo], model: object, model_text: str
-) -> FnInfo:
+def function_named(file: FileEnv, expr: ast.Expr, functions: list[FnInfo], code: str) -> FnInfo:
+    """The checked function of this file that a block names (`code` when it is not one)."""
     name = source_text(expr)
     decl = file.fns.get(name) if isinstance(expr, ast.Name) else None
     info = next((i for i in functions if decl is not None and i.decl is decl), None)
     if info is None:
         raise BlockError(
-            "E2018", f"`{name}` is not a function of this file", expr.span, "expected a function"
+            code, f"`{name}` is not a function of this file", expr.span, "expected a function"
         )
     if info.state != "done":
-        raise BlockError("E2018", f"`{name}` did not check", expr.span, "see its errors above")
+        raise BlockError(code, f"`{name}` did not check", expr.span, "see its errors above")
+    return info
+
+
+def _objective(
+    file: FileEnv, expr: ast.Expr, functions: list[FnInfo], model: object, model_text: str
+) -> FnInfo:
+    name = source_text(expr)
+    info = function_named(file, expr, functions, "E2018")
     shape = (
         len(info.params) == 2
         and isinstance(info.params[0][1], Params)
