@@ -35,7 +35,7 @@ from presk.types.check import CheckedProgram
 NAME = "export"
 HELP = "Export a program to another framework, or an entry as a C program"
 TARGETS = ("c",)
-LATER_TARGETS = ("pytorch", "onnx")
+LATER_TARGETS = ("onnx",)
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,7 +56,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--realize", default="f64", help="f64 (default), f32, bf16 or @FILE (a JSON realization)"
     )
     later_flag(export, "--plan", "a layout plan of `presk plan`")
-    later_flag(export, "--conformance-entry", "a conformance test of the PyTorch export")
+    export.add_argument(
+        "--conformance-entry", default=None, help="--target pytorch: a conformance test of E"
+    )
+    export.add_argument("--shapes", default=None, help="--target pytorch: check (assert shapes)")
+    export.add_argument("--stack", default=None, help="--target pytorch: loop (default), unroll")
     export.add_argument(
         "--train",
         action="store_true",
@@ -85,11 +89,20 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.target == "pytorch":
+        refuse_later_flags(args)
+        from presk.commands.export_pytorch import export_pytorch
+
+        return export_pytorch(args)
+    for flag, value in (("--conformance-entry", args.conformance_entry), ("--shapes", args.shapes),
+                        ("--stack", args.stack)):  # fmt: skip
+        if value is not None:
+            raise UsageError(f"{flag} is a flag of --target pytorch")
     if args.target in LATER_TARGETS:
         sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
         return 2
     if args.target not in TARGETS:
-        raise UsageError(f"--target {args.target}: expected c (later: pytorch, onnx)")
+        raise UsageError(f"--target {args.target}: expected c or pytorch (later: onnx)")
     refuse_later_flags(args)
     if args.train:
         return _train(args)

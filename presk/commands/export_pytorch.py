@@ -1,0 +1,114 @@
+"""`presk export FILE --target pytorch --mode readable [--shapes=check] [--stack=unroll|loop]
+[--conformance-entry E --dim …] -o DIR`: the program as readable PyTorch (docs/pytorch.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import gmpy2
+
+from presk.commands.common import choose_entry, const_overrides
+from presk.commands.run import to_json
+from presk.diagnostics import UsageError
+from presk.elab.ty import Instance, Params
+from presk.export.c import ExportPlan
+from presk.export.pytorch.body import Options
+from presk.export.pytorch.conformance import Conformance, test_file
+from presk.export.pytorch.files import write_files
+from presk.export.pytorch.layout import Unsupported
+from presk.export.pytorch.names import ident, module_name
+from presk.export.write import check_target, write_plan
+from presk.interp.run import reference_inputs, reference_interpreter
+from presk.pipeline import core_module, front_end
+from presk.types.check import CheckedProgram
+
+NAME = "export"
+
+
+def export_pytorch(args: argparse.Namespace) -> int:
+    if args.mode != "readable":
+        sys.stderr.write(f"presk export: not built yet: the `pytorch` target in --mode {args.mode}\n")
+        return 2
+    if args.shapes not in (None, "check"):
+        raise UsageError(f"--shapes={args.shapes}: expected check")
+    if args.stack not in (None, "loop", "unroll"):
+        raise UsageError(f"--stack={args.stack}: expected loop or unroll")
+    if args.output is None:
+        raise UsageError("-o DIR is required")
+    if args.conformance_entry is None and args.dim:
+        raise UsageError("--dim binds the dimensions of --conformance-entry: give one")
+    check_target(args.output)
+    checked, _ = front_end(args.file, const_overrides(args.const))
+    options = Options(args.shapes == "check", args.stack == "unroll")
+    try:
+        files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}
+        if args.conformance_entry is not None:
+            files.update(_conformance(checked, args.conformance_entry, args.dim))
+    except Unsupported as error:
+        sys.stderr.write(f"presk export: cannot export to PyTorch yet: {error}\n")
+        return 2
+    written = ", ".join(f"{args.output.rstrip('/')}/{name}" for name in files)
+    plan = ExportPlan(files, f"presk export: wrote {written}")
+    write_plan(plan, args.output, args.conformance_entry or "")
+    sys.stdout.write(plan.summary + "\n")
+    return 0
+
+
+def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[str, str | bytes]:
+    chosen = choose_entry(checked, text, dims)
+    info, binding = chosen.entry.info, chosen.binding
+    with gmpy2.context(precision=256):
+        values = reference_inputs(info, binding.dims, binding.prefix, 0)
+        result = reference_interpreter(core_module(checked)).call(info.name, binding.dims, values)
+    named = [(name, ty) for name, ty, _ in info.params]
+    inputs = {name: to_json(v) for (name, _), v in zip(named, values, strict=True)}
+    sizes = dict(binding.dims)
+    if info.module is not None:
+        module = Instance(info.module, tuple(_lin(chosen.entry.module_dims[d]) for d in info.module.dims))
+        arguments = [(name, False) for name, _ in named[1:]]
+        function = None
+    else:
+        trees = [ty for _, ty in named if isinstance(ty, Params)]
+        if len(trees) > 1:
+            raise Unsupported(f"a conformance entry with {len(trees)} parameter trees")
+        from presk.elab.presburger import Lin
+        from presk.elab.ty import subst
+
+        env = {k: Lin.const_(v) for k, v in sizes.items()}
+        module = None
+        if trees:
+            tree = subst(trees[0], env)
+            assert isinstance(tree, Params)
+            module = tree.inst
+        arguments = [(name, isinstance(ty, Params)) for name, ty in named]
+        function = ident(info.short)
+    conformance = Conformance(
+        text,
+        info.file.basename,
+        module,
+        sizes,
+        function,
+        "forward" if info.short == "apply" else ident(info.short),
+        arguments,
+        module_name(info.file.basename),
+    )
+    document = {"entry": text, "dims": sizes, "bits": 256, "seed": 0}
+    return {
+        "test_conformance.py": test_file(conformance),
+        "conformance/inputs.json": _json({**document, "inputs": inputs}),
+        "conformance/expected.json": _json({**document, "output": to_json(result)}),
+    }
+
+
+def _lin(value: int) -> object:
+    from fractions import Fraction
+
+    from presk.elab.presburger import Lin
+
+    return Lin.const_(Fraction(value))
+
+
+def _json(document: object) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=1) + "\n"
