@@ -29,7 +29,9 @@ NAME = "export"
 
 def export_pytorch(args: argparse.Namespace) -> int:
     if args.mode != "readable":
-        sys.stderr.write(f"presk export: not built yet: the `pytorch` target in --mode {args.mode}\n")
+        sys.stderr.write(
+            f"presk export: not built yet: the `pytorch` target in --mode {args.mode}\n"
+        )
         return 2
     if args.shapes not in (None, "check"):
         raise UsageError(f"--shapes={args.shapes}: expected check")
@@ -66,7 +68,9 @@ def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[st
     inputs = {name: to_json(v) for (name, _), v in zip(named, values, strict=True)}
     sizes = dict(binding.dims)
     if info.module is not None:
-        module = Instance(info.module, tuple(_lin(chosen.entry.module_dims[d]) for d in info.module.dims))
+        module = Instance(
+            info.module, tuple(_lin(chosen.entry.module_dims[d]) for d in info.module.dims)
+        )
         arguments = [(name, False) for name, _ in named[1:]]
         function = None
     else:

@@ -285,7 +285,7 @@ class BodyWriter:
             raise Unsupported("a gradient of parameters")
         if not inner.lines:
             body = Code(f"lambda {var}: {result.text}", LAMBDA)
-            return Code(f"torch.func.grad({body.atom()})({point.text})")
+            return Code(f"torch.func.grad({body.text})({point.text})")
         name = self.fresh(f"_{ident(lam.short)}")
         self.lines.append(f"def {name}({var}):")
         self.lines += [f"    {line}" for line in [*inner.lines, f"return {result.text}"]]

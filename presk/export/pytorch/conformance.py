@@ -93,19 +93,31 @@ def test_file(c: Conformance) -> str:
         call = f"{target}({', '.join(a for a in call_args if a not in ('model', 'params'))})"
     else:
         call = f"{c.function}({', '.join(call_args)})"
-    theta = [name for name, is_tree in c.arguments if is_tree]
-    theta_name = theta[0] if theta else "θ"
     return _TEMPLATE.format(
         entry=repr(c.entry),
         source=c.source,
         imports="\n".join(import_lines),
         table=table,
-        build=build,
-        theta=repr(theta_name),
+        build=_build(build, c),
         call=call,
         rtol=RTOL,
         atol=ATOL,
     )
+
+
+def _build(build: str, c: Conformance) -> str:
+    """The test's lines that make the model and, for a function's entry, its θ dict."""
+    if c.module is None:
+        return ""
+    lines = [f"    model = {build}", f"    load(model, inputs[{_theta(c)!r}])"]
+    if c.function is not None:
+        lines.append("    params = dict(model.named_parameters())")
+    return "\n".join(lines)
+
+
+def _theta(c: Conformance) -> str:
+    names = [name for name, is_tree in c.arguments if is_tree]
+    return names[0] if names else "θ"
 
 
 _TEMPLATE = '''"""Conformance of the PyTorch export of {entry} ({source}) with presk's reference.
@@ -118,7 +130,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import torch
-
 {imports}
 
 HERE = Path(__file__).parent
@@ -191,11 +202,7 @@ def test_conformance():
             return float(Fraction(value))
         return tensor(value)
 
-    model = {build}
-    params = None
-    if model is not None:
-        load(model, inputs[{theta}])
-        params = dict(model.named_parameters())
+{build}
     result = {call}
     check(result, expected)
 '''

@@ -102,18 +102,15 @@ class _File:
         code = "\n".join(line.split("#", 1)[0] for line in body.splitlines())
         if re.search(r"\bmath\.", code):
             head += ["import math", ""]
-        std = ["import torch"] if re.search(r"\btorch\.", code) else []
+        plain = ["import torch"] if re.search(r"\btorch\.", code) else []
         if re.search(r"\bF\.", code):
-            std.append("import torch.nn.functional as F")
-        if re.search(r"\bnn\.", code):
-            std.append("from torch import nn")
-        head += std
-        local = []
+            plain.append("import torch.nn.functional as F")
         for alias, other in self.env.imports.items():
             if re.search(rf"\b{re.escape(ident(alias))}\.", code):
-                local.append(f"import {module_name(other.basename)} as {ident(alias)}")
-        if local:
-            head += ["", *local]
+                plain.append(f"import {module_name(other.basename)} as {ident(alias)}")
+        head += sorted(plain)  # one block, as isort orders it: siblings are third-party
+        if re.search(r"\bnn\.", code):
+            head.append("from torch import nn")
         text = "\n".join(head) + "\n\n\n" + body + "\n"
         return PyFile(module_name(self.env.basename) + ".py", text)
 
@@ -188,7 +185,7 @@ class _File:
         if name == "normal" and init is not None:
             std = [k for k in init.kwargs if k.name.name == "std"]
             value = std[0].value if std else None
-            if isinstance(value, ast.Number):
+            if isinstance(value, ast.Num):
                 return f"nn.Parameter(nn.init.normal_(torch.empty({shape}), std={number(value.value)}))"
         if name == "xavier_uniform" and len(ty.axes) == 2:
             return f"nn.Parameter(nn.init.xavier_uniform_(torch.empty({shape})))"
