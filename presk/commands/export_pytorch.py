@@ -12,6 +12,7 @@ import gmpy2
 from presk.commands.common import choose_entry, const_overrides
 from presk.commands.run import to_json
 from presk.diagnostics import UsageError
+from presk.elab.presburger import Lin
 from presk.elab.ty import Instance, Params
 from presk.export.c import ExportPlan
 from presk.export.pytorch.body import Options
@@ -106,7 +107,7 @@ def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[st
     }
 
 
-def _lin(value: int) -> object:
+def _lin(value: int) -> Lin:
     from fractions import Fraction
 
     from presk.elab.presburger import Lin

@@ -225,8 +225,8 @@ class BodyWriter:
                     return Code(f"torch.func.functional_call({module}, {params}, ({args},))")
             raise Unsupported(f"a call of `{op.fn}` on these parameters")
         parts: list[str] = []
-        for (param, module), arg in zip(signature_names(callee, fn), op.args, strict=True):
-            if module is not None:
+        for (_, companion), arg in zip(signature_names(callee, fn), op.args, strict=True):
+            if companion is not None:
                 tree = self.operand(arg)
                 if not isinstance(tree, Tree) or tree.prefix:
                     raise Unsupported(f"a call of `{op.fn}` with these parameters")

@@ -50,7 +50,7 @@ def _free_dims(module: ModuleInfo) -> list[str]:
             if var not in module.dims and var not in found:
                 found.append(var)
 
-    scope, env = module_scope(inst)
+    scope, _ = module_scope(inst)
     for decl in module.decl.params:
         ty = resolve(scope, decl.type)
         if isinstance(ty, Tensor):
@@ -186,7 +186,8 @@ class _File:
             std = [k for k in init.kwargs if k.name.name == "std"]
             value = std[0].value if std else None
             if isinstance(value, ast.Num):
-                return f"nn.Parameter(nn.init.normal_(torch.empty({shape}), std={number(value.value)}))"
+                std_text = number(value.value)
+                return f"nn.Parameter(nn.init.normal_(torch.empty({shape}), std={std_text}))"
         if name == "xavier_uniform" and len(ty.axes) == 2:
             return f"nn.Parameter(nn.init.xavier_uniform_(torch.empty({shape})))"
         raise Unsupported(f"the initializer `{name}` of a parameter {ty}")

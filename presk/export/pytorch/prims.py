@@ -166,7 +166,7 @@ def _ein(op: ir.Prim, args: list[Code], types: list[Type]) -> Code:
 def _pairs(value: ir.AttrValue) -> list[tuple[str, str]]:
     if not isinstance(value, tuple):
         return []
-    return [p for p in value if isinstance(p, tuple) and len(p) == 2]  # type: ignore[misc]
+    return [p for p in value if isinstance(p, tuple) and len(p) == 2]
 
 
 def _axis(op: ir.Prim) -> str:
