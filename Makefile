@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
+.PHONY: export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -128,3 +128,20 @@ corpus: corpus-data
 # The course GPT, one epoch of its training run (GPT_STEPS=N for fewer steps); no sampling yet.
 corpus-gpt: corpus-data
 	$(PRESK) train corpus/05_gpt.psk --log-every 10 --backend native --realize f32 $(if $(GPT_STEPS),--steps $(GPT_STEPS))
+
+# The PyTorch exports of the tutorial and MiniGPT entries (docs/pytorch.md), and their tests.
+PT_MINI := --const V=64 --const D=16 --const H=2 --const L=2
+PT_EXPORT := $(PRESK) export --target pytorch --mode readable
+export-examples: $(STAMP)
+	mkdir -p out
+	$(PT_EXPORT) tutorial/01_linear.psk --conformance-entry 'Linear{3, 2}.apply' --dim batch=2 -o out/pytorch_linear
+	$(PT_EXPORT) tutorial/02_norm.psk --shapes=check --conformance-entry 'RMSNorm{4}.apply' --dim batch=2 -o out/pytorch_norm
+	$(PT_EXPORT) tutorial/03_attention.psk --shapes=check --conformance-entry attend --dim B=2 --dim T=3 -o out/pytorch_attention
+	$(PT_EXPORT) tutorial/04_grad.psk --conformance-entry loss_grad --dim D=3 --dim B=2 -o out/tutorial_grad
+	$(PT_EXPORT) tutorial/06_tower.psk --shapes=check --conformance-entry Tower.apply --dim batch=2 -o out/tutorial_tower
+	$(PT_EXPORT) tests/examples/minigpt/minigpt.psk $(PT_MINI) --shapes=check --conformance-entry MiniGPT.apply --dim B=2 --dim T=8 -o out/pytorch_minigpt
+	$(PT_EXPORT) tests/examples/minigpt/train_minigpt.psk $(PT_MINI) --conformance-entry loss --dim B=2 --dim T=8 -o out/pytorch_minigpt_loss
+
+PT_DIRS := pytorch_linear pytorch_norm pytorch_attention tutorial_grad tutorial_tower pytorch_minigpt pytorch_minigpt_loss
+pytorch-conformance: export-examples
+	for d in $(PT_DIRS); do (cd out/$$d && ../../$(PY) -m pytest -q -p no:cacheprovider test_conformance.py) || exit 1; done
