@@ -60,6 +60,19 @@ def export_pytorch(args: argparse.Namespace) -> int:
 
 
 def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[str, str | bytes]:
+    conformance, inputs, expected = conformance_case(checked, text, dims)
+    return {
+        "test_conformance.py": test_file(conformance),
+        "conformance/inputs.json": _json(inputs),
+        "conformance/expected.json": _json(expected),
+    }
+
+
+def conformance_case(
+    checked: CheckedProgram, text: str, dims: list[str]
+) -> tuple[Conformance, dict[str, object], dict[str, object]]:
+    """The entry's call as the test makes it, with inputs.json's and expected.json's
+    documents (the inputs `presk run` synthesizes and the 256-bit reference's result)."""
     chosen = choose_entry(checked, text, dims)
     info, binding = chosen.entry.info, chosen.binding
     with gmpy2.context(precision=256):
@@ -100,11 +113,7 @@ def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[st
         module_name(info.file.basename),
     )
     document = {"entry": text, "dims": sizes, "bits": 256, "seed": 0}
-    return {
-        "test_conformance.py": test_file(conformance),
-        "conformance/inputs.json": _json({**document, "inputs": inputs}),
-        "conformance/expected.json": _json({**document, "output": to_json(result)}),
-    }
+    return conformance, {**document, "inputs": inputs}, {**document, "output": to_json(result)}
 
 
 def _lin(value: int) -> Lin:

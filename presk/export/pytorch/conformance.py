@@ -67,17 +67,9 @@ def _value(lin: Lin, sizes: dict[str, int]) -> int:
 
 def test_file(c: Conformance) -> str:
     imports: dict[str, set[str]] = {}
-    build, paths = "None", []
+    paths: list[tuple[str, str, int | None]] = []
     if c.module is not None:
-        module = c.module.module
-        env = dict(zip(module.dims, c.module.args, strict=True))
-        args = [
-            str(_value(env[name], c.sizes) if name in env else c.sizes[name])
-            for name in constructor_args(module)
-        ]
-        cls = ident(module.name)
-        imports[module_name(module.file.basename)] = {cls}
-        build = f"{cls}({', '.join(args)})"
+        imports[module_name(c.module.module.file.basename)] = {ident(c.module.module.name)}
         paths = parameter_paths(c.module)
     if c.function is not None:
         imports.setdefault(c.entry_file, set()).add(c.function)
@@ -85,6 +77,31 @@ def test_file(c: Conformance) -> str:
         f"from {f} import {', '.join(sorted(names))}" for f, names in sorted(imports.items())
     ]
     table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in paths)
+    build, call = entry_code(c)
+    return _TEMPLATE.format(
+        entry=repr(c.entry),
+        source=c.source,
+        imports="\n".join(import_lines),
+        table=table,
+        build=build,
+        call=call,
+        rtol=RTOL,
+        atol=ATOL,
+    )
+
+
+def entry_code(c: Conformance) -> tuple[str, str]:
+    """The test's lines that build the model and load θ, and the expression of the call
+    (in `model`, `params` and `arg(name)`); the ONNX export traces the same call."""
+    build = "None"
+    if c.module is not None:
+        module = c.module.module
+        env = dict(zip(module.dims, c.module.args, strict=True))
+        args = [
+            str(_value(env[name], c.sizes) if name in env else c.sizes[name])
+            for name in constructor_args(module)
+        ]
+        build = f"{ident(module.name)}({', '.join(args)})"
     call_args = []
     for name, is_tree in c.arguments:
         call_args += ["model", "params"] if is_tree else [f"arg({name!r})"]
@@ -93,16 +110,7 @@ def test_file(c: Conformance) -> str:
         call = f"{target}({', '.join(a for a in call_args if a not in ('model', 'params'))})"
     else:
         call = f"{c.function}({', '.join(call_args)})"
-    return _TEMPLATE.format(
-        entry=repr(c.entry),
-        source=c.source,
-        imports="\n".join(import_lines),
-        table=table,
-        build=_build(build, c),
-        call=call,
-        rtol=RTOL,
-        atol=ATOL,
-    )
+    return _build(build, c), call
 
 
 def _build(build: str, c: Conformance) -> str:
@@ -207,4 +215,4 @@ def test_conformance():
     check(result, expected)
 '''
 
-__all__ = ["Conformance", "parameter_paths", "test_file"]
+__all__ = ["Conformance", "entry_code", "parameter_paths", "test_file"]
