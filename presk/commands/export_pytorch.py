@@ -11,7 +11,8 @@ import gmpy2
 
 from presk.commands.common import choose_entry, const_overrides
 from presk.commands.run import to_json
-from presk.diagnostics import UsageError
+from presk.entries import natural
+from presk.diagnostics import UsageError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Instance, Params
 from presk.export.c import ExportPlan
@@ -20,6 +21,7 @@ from presk.export.pytorch.conformance import Conformance, test_file
 from presk.export.pytorch.files import write_files
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.training import train_files
 from presk.export.write import check_target, write_plan
 from presk.interp.run import reference_inputs, reference_interpreter
 from presk.pipeline import core_module, front_end
@@ -42,12 +44,20 @@ def export_pytorch(args: argparse.Namespace) -> int:
         raise UsageError("-o DIR is required")
     if args.conformance_entry is None and args.dim:
         raise UsageError("--dim binds the dimensions of --conformance-entry: give one")
+    steps = _train_steps(args.conformance_entry)
+    if steps is not None and args.dim:
+        raise UsageError("--dim: a training run's dimensions come from its data file")
     check_target(args.output)
     checked, _ = front_end(args.file, const_overrides(args.const))
     options = Options(args.shapes == "check", args.stack == "unroll")
+    if (args.train or steps is not None) and not checked.trainings:
+        raise UsageError(f"{printable(args.file)} has no `training run` block")
     try:
         files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}
-        if args.conformance_entry is not None:
+        if args.train or steps is not None:
+            seed = natural("--seed", args.seed, 0) if args.seed else 0
+            files.update(train_files(checked, checked.trainings[0], seed, steps))
+        elif args.conformance_entry is not None:
             files.update(_conformance(checked, args.conformance_entry, args.dim))
     except Unsupported as error:
         sys.stderr.write(f"presk export: cannot export to PyTorch yet: {error}\n")
@@ -57,6 +67,13 @@ def export_pytorch(args: argparse.Namespace) -> int:
     write_plan(plan, args.output, args.conformance_entry or "")
     sys.stdout.write(plan.summary + "\n")
     return 0
+
+
+def _train_steps(entry: str | None) -> int | None:
+    """K of `--conformance-entry train:K`; None for another entry or none."""
+    if entry is None or not entry.startswith("train:"):
+        return None
+    return natural("--conformance-entry train:K", entry.removeprefix("train:"), 1)
 
 
 def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[str, str | bytes]:

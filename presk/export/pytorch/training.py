@@ -1,0 +1,230 @@
+"""`--train` and `--conformance-entry train:K`: the file's training run as a PyTorch loop.
+
+Beside the modules the export writes `presk_run.py` (the model, the objective, AdamW and its
+schedule), `train.py` (the loop), `pskd.py` (a NumPy reader and writer of `.psk.d`), the
+data file as `data.psk.d` and presk's θ₀ as `theta0.psk.d`. With `train:K` it also runs
+K steps of the 256-bit reference on the batches presk's pipeline gives and writes the
+K-step `test_conformance.py` and its `conformance/` files.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presk.data import samples as store
+from presk.data.format import tensor_types
+from presk.elab.presburger import Lin
+from presk.elab.ty import Elem, Instance, Params, Tensor, TupleT, Type, subst
+from presk.export.pytorch.conformance import parameter_paths
+from presk.export.pytorch.files import constructor_args
+from presk.export.pytorch.layout import Unsupported
+from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.pskd_text import PSKD
+from presk.export.pytorch.train_text import RUN, TEST, TRAIN
+from presk.train.data import Batches
+from presk.train.data import load as load_data
+from presk.train.loop import Plan, ReferenceStepper, Trainer, initial_weights
+from presk.train import checkpoint
+from presk.types.check import CheckedProgram
+from presk.types.training import TrainingRun
+
+RTOL = "1e-9"
+OWN_FILES = ("presk_run.py", "train.py", "pskd.py")
+
+
+def train_files(
+    checked: CheckedProgram, run: TrainingRun, seed: int, steps: int | None
+) -> dict[str, str | bytes]:
+    """The loop's files; with `steps` (train:K) the K-step conformance test too."""
+    batches = load_data(run)
+    dims = batches.dims
+    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    params = subst(run.params, env)
+    assert isinstance(params, Params)
+    theta0 = initial_weights(run, dims, seed)
+    module_file, cls, build = constructor_call(params.inst, dims)
+    imports = {module_file: {cls}}
+    objective = ident(run.objective.short)
+    imports.setdefault(module_name(run.objective.file.basename), set()).add(objective)
+    clash = [f for f in OWN_FILES if f[:-3] in imports]
+    if clash:
+        raise Unsupported(f"a presk file whose module is `{clash[0][:-3]}` (the trainer's own)")
+    batch_ty = subst(run.objective.params[1][1], env)
+    opt = run.optimizer
+    table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in parameter_paths(params.inst))
+    files: dict[str, str | bytes] = {
+        "presk_run.py": RUN.format(
+            source=run.objective.file.basename,
+            imports="\n".join(
+                f"from {f} import {', '.join(sorted(n))}" for f, n in sorted(imports.items())
+            ),
+            model_type=str(params),
+            table=table,
+            leaves=_leaves(batches, batch_ty),
+            structure=_structure(batch_ty, iter(range(len(batches.paths)))),
+            batch=batches.size,
+            seed=batches.seed,
+            epochs=run.epochs,
+            every=run.checkpoint_every,
+            lr=_real(opt.lr),
+            beta1=_real(opt.beta1),
+            beta2=_real(opt.beta2),
+            eps=_real(opt.eps),
+            weight_decay=_real(opt.weight_decay),
+            cosine=opt.cosine,
+            warmup=opt.warmup,
+            build=build,
+            objective=objective,
+        ),
+        "train.py": TRAIN.format(model=cls, source=run.objective.file.basename, theta_seed=seed),
+        "pskd.py": PSKD,
+        "data.psk.d": Path(run.data.resolved).read_bytes(),
+        "theta0.psk.d": _psk_d(theta0, str(params)),
+        "README.md": _readme(cls, run.objective.file.basename, steps),
+    }
+    if steps is not None:
+        files.update(_conformance(checked, run, batches, theta0, seed, steps))
+    return files
+
+
+def constructor_call(inst: Instance, sizes: dict[str, int]) -> tuple[str, str, str]:
+    """(Python module, class, `Cls(3, 8)`): how to build the model at the run's sizes."""
+    module = inst.module
+    env = dict(zip(module.dims, inst.args, strict=True))
+
+    def value(name: str) -> int:
+        if name not in env:
+            return sizes[name]
+        lin = env[name]
+        return int(lin.const + sum(c * sizes[v] for v, c in lin.coeffs))
+
+    args = ", ".join(str(value(name)) for name in constructor_args(module))
+    cls = ident(module.name)
+    return module_name(module.file.basename), cls, f"{cls}({args})"
+
+
+def _real(value: Fraction) -> str:
+    return repr(float(value))
+
+
+def _leaves(batches: Batches, batch_ty: Type) -> list[tuple[str, str]]:
+    kinds = dict(tensor_types(_without_batch(batch_ty)))
+    out = []
+    for path in batches.paths:
+        elem = kinds[path].elem
+        out.append((path, "real" if elem == Elem.REAL else "bool" if elem == Elem.BOOL else "idx"))
+    return out
+
+
+def _without_batch(ty: Type) -> Type:
+    match ty:
+        case Tensor():
+            return ty.with_axes(tuple(a for a in ty.axes if a.name != "batch"))
+        case TupleT(items):
+            return TupleT(tuple(_without_batch(item) for item in items))
+    return ty
+
+
+def _structure(ty: Type, counter: Any) -> Any:
+    """The batch's nesting with each leaf as its index in the data's leaves."""
+    if isinstance(ty, TupleT):
+        return [_structure(item, counter) for item in ty.items]
+    return next(counter)
+
+
+def _psk_d(theta: dict[str, Any], type_text: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "theta.psk.d"
+        store.write(path, [theta], type_text, "f64")
+        return path.read_bytes()
+
+
+def _tensor(value: Any, kind: str) -> dict[str, Any]:
+    array = np.asarray(value)
+    flat = array.reshape(-1).tolist()
+    data = [float(x).hex() for x in flat] if kind == "real" else [int(x) for x in flat]
+    return {"kind": kind, "shape": list(array.shape), "data": data}
+
+
+def _conformance(
+    checked: CheckedProgram,
+    run: TrainingRun,
+    batches: Batches,
+    theta0: dict[str, Any],
+    seed: int,
+    steps: int,
+) -> dict[str, str | bytes]:
+    """K steps of the 256-bit reference (presk train's Trainer with ReferenceStepper)."""
+    total = batches.horizon(run.epochs, None)
+    if steps > total:
+        raise Unsupported(f"train:{steps}: the run has {total} steps")
+    stepper = ReferenceStepper(checked, run, batches.dims, theta0, 256)
+    meta = checkpoint.Meta(0, total, run.model, "interp", "f64", 256, seed)
+    trainer = Trainer(run, batches, stepper, Plan(total, 0, steps), meta, "f64")
+    env = {k: Lin.const_(Fraction(v)) for k, v in batches.dims.items()}
+    batch_ty = subst(run.objective.params[1][1], env)
+    kinds = [k for _, k in _leaves(batches, batch_ty)]
+    recorded: list[list[dict[str, Any]]] = []
+    log = []
+    order_epoch, order = 0, None
+    for record in trainer.steps():
+        if record.epoch != order_epoch:
+            order_epoch, order = record.epoch, batches.order(record.epoch)
+        assert order is not None
+        leaves = batches.batch(record.step, order)
+        recorded.append([_tensor(v, k) for v, k in zip(leaves, kinds, strict=True)])
+        log.append({"loss": record.loss.hex(), "lr": record.lr.hex(), "|g|": record.gnorm.hex()})
+    real = {p: _tensor(v, "real") for p, v in store.flatten(theta0).items()}
+    after = {p: _tensor(v, "real") for p, v in store.flatten(stepper.weights()).items()}
+    document = {"entry": f"train:{steps}", "steps": steps, "total": total, "bits": 256}
+    return {
+        "test_conformance.py": TEST.format(source=run.objective.file.basename, steps=steps,
+                                           rtol=RTOL),
+        "conformance/theta0.json": _json(real),
+        "conformance/batches.json": _json(recorded),
+        "conformance/expected.json": _json({**document, "seed": seed, "log": log,
+                                            "theta": after}),
+    }  # fmt: skip
+
+
+def _json(document: object) -> str:
+    return json.dumps(document, ensure_ascii=False) + "\n"
+
+
+def _readme(cls: str, source: str, steps: int | None) -> str:
+    test = ""
+    if steps is not None:
+        test = (
+            "\n`test_conformance.py` replays the first "
+            f"{steps} steps in float64 on the batches presk's pipeline gave (stored in "
+            "`conformance/`, unshuffled here) and compares the parameters with the 256-bit "
+            f"reference's (`presk train`'s reference stepper) to a relative {RTOL}:\n\n"
+            "    python -m pytest -q -s test_conformance.py\n"
+        )
+    return f"""# `{cls}` trained with PyTorch
+
+Generated by presk from the `training run` of {source}. Do not edit by hand.
+
+    python train.py --steps 100 --log-every 25 --ckpt ckpt [--dtype float32|float64]
+
+`train.py` starts from presk's θ₀ (`theta0.psk.d`; `--init pytorch` uses the modules' own
+initializers instead), reads `data.psk.d` with `pskd.py` (NumPy, no presk), and steps
+`torch.optim.AdamW` with the optimizer block's constants; a `LambdaLR` gives each step the
+rate of presk's `adamw.lr`. It prints presk train's log lines and the median time of a step.
+Each epoch's order is drawn with `torch.randperm`, not presk's permutation, so after the
+first batch the losses are not presk train's.
+
+`--ckpt DIR` receives, every `checkpoint every` steps and at the end, `step_N.pt` /
+`final.pt` (torch's state dicts of the model, the optimizer and the schedule) and
+`step_N.psk.d` / `final.psk.d` (the weights as one sample of the parameters' presk type, the
+reals in the run's dtype), which `presk run --weights` reads.
+{test}"""
+
+
+__all__ = ["train_files"]
