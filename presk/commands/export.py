@@ -35,7 +35,6 @@ from presk.types.check import CheckedProgram
 NAME = "export"
 HELP = "Export a program to another framework, or an entry as a C program"
 TARGETS = ("c",)
-LATER_TARGETS = ("onnx",)
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,15 +93,17 @@ def _export(args: argparse.Namespace) -> int:
         from presk.commands.export_pytorch import export_pytorch
 
         return export_pytorch(args)
+    if args.target == "onnx":
+        refuse_later_flags(args)
+        from presk.commands.export_onnx import export_onnx
+
+        return export_onnx(args)
     for flag, value in (("--conformance-entry", args.conformance_entry), ("--shapes", args.shapes),
                         ("--stack", args.stack)):  # fmt: skip
         if value is not None:
             raise UsageError(f"{flag} is a flag of --target pytorch")
-    if args.target in LATER_TARGETS:
-        sys.stderr.write(f"presk export: not built yet: the `{args.target}` target\n")
-        return 2
     if args.target not in TARGETS:
-        raise UsageError(f"--target {args.target}: expected c or pytorch (later: onnx)")
+        raise UsageError(f"--target {args.target}: expected c, pytorch or onnx")
     refuse_later_flags(args)
     if args.train:
         return _train(args)
