@@ -11,10 +11,10 @@ import gmpy2
 
 from presk.commands.common import choose_entry, const_overrides
 from presk.commands.run import to_json
-from presk.entries import natural
 from presk.diagnostics import UsageError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Instance, Params
+from presk.entries import natural
 from presk.export.c import ExportPlan
 from presk.export.pytorch.body import Options
 from presk.export.pytorch.conformance import Conformance, test_file
@@ -73,7 +73,10 @@ def _train_steps(entry: str | None) -> int | None:
     """K of `--conformance-entry train:K`; None for another entry or none."""
     if entry is None or not entry.startswith("train:"):
         return None
-    return natural("--conformance-entry train:K", entry.removeprefix("train:"), 1)
+    count = entry.removeprefix("train:")
+    if not (count.isascii() and count.isdigit() and int(count) > 0):
+        raise UsageError(f"--conformance-entry {entry}: K of train:K is a whole number ≥ 1")
+    return int(count)
 
 
 def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[str, str | bytes]:

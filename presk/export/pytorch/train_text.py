@@ -132,10 +132,9 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
-
 import presk_run as run
 import pskd
+import torch
 
 HERE = Path(__file__).parent
 KINDS = {{"real": None, "idx": torch.int64, "bool": torch.bool}}
@@ -194,7 +193,8 @@ def main(argv=None):
     _, count, arrays = pskd.read(HERE / "data.psk.d")
     data = [torch.as_tensor(arrays[p], dtype=KINDS[k] or dtype) for p, k in run.LEAVES]
     per_epoch = count // run.BATCH_SIZE
-    total = run.EPOCHS * per_epoch if args.steps is None else min(args.steps, run.EPOCHS * per_epoch)
+    available = run.EPOCHS * per_epoch
+    total = available if args.steps is None else min(args.steps, available)
     model = run.build().to(dtype)
     if args.init == "presk":
         _, _, theta = pskd.read(HERE / "theta0.psk.d")
@@ -242,9 +242,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import presk_run as run
+import torch
 
 HERE = Path(__file__).parent
 RTOL = {rtol}

@@ -19,6 +19,7 @@ import numpy as np
 
 from presk.data import samples as store
 from presk.data.format import tensor_types
+from presk.diagnostics import CommandError
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Instance, Params, Tensor, TupleT, Type, subst
 from presk.export.pytorch.conformance import parameter_paths
@@ -27,10 +28,10 @@ from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import ident, module_name
 from presk.export.pytorch.pskd_text import PSKD
 from presk.export.pytorch.train_text import RUN, TEST, TRAIN
+from presk.train import checkpoint
 from presk.train.data import Batches
 from presk.train.data import load as load_data
 from presk.train.loop import Plan, ReferenceStepper, Trainer, initial_weights
-from presk.train import checkpoint
 from presk.types.check import CheckedProgram
 from presk.types.training import TrainingRun
 
@@ -163,7 +164,7 @@ def _conformance(
     """K steps of the 256-bit reference (presk train's Trainer with ReferenceStepper)."""
     total = batches.horizon(run.epochs, None)
     if steps > total:
-        raise Unsupported(f"train:{steps}: the run has {total} steps")
+        raise CommandError(f"--conformance-entry train:{steps}: the run has {total} steps")
     stepper = ReferenceStepper(checked, run, batches.dims, theta0, 256)
     meta = checkpoint.Meta(0, total, run.model, "interp", "f64", 256, seed)
     trainer = Trainer(run, batches, stepper, Plan(total, 0, steps), meta, "f64")
