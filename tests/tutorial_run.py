@@ -110,7 +110,7 @@ def commands(presk: str) -> list[Command]:
 _NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(\.\d+)?([eE][+-]?\d+)?x?(?![\w.])")
 
 
-_STEP_TIME = re.compile(r"\d[\d.e+-]* ms a step")
+_STEP_TIME = re.compile(r"\d[\d.e+-]* m?s a step")
 
 
 def normalise(text: str, line: str, cache: str) -> str:

@@ -120,6 +120,8 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     directory = args.ckpt or args.resume
     if directory is None and run.checkpoint_dir is not None:
         directory = os.path.join(os.path.dirname(args.file), run.checkpoint_dir)
+    if args.plot and directory is None:
+        raise UsageError("--plot draws the run's log: give --ckpt DIR")
     dims = batches.dims
     model = str(_concrete_params(run, dims))
     meta = checkpoint.Meta(
@@ -219,8 +221,6 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     if args.plot and out_dir is not None:
         plot_log(read_log(out_dir / "log.jsonl"), args.plot, run.model)
         print(f"presk train: drew {printable(args.plot)}")
-    elif args.plot:
-        raise CommandError("--plot draws the run's log: give --ckpt DIR")
     return 0
 
 
@@ -241,6 +241,8 @@ def _timing(times: list[float]) -> str:
 
 
 def _ms(value: float) -> str:
+    if value >= 1000:
+        return f"{value / 1000:.2f} s"
     return f"{value:.2g} ms" if value < 1 else f"{value:.1f} ms"
 
 
