@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	@# PyTorch (exactly 2.13.0, a CPU build) is the oracle of the gradient tests;
 	@# without it those tests are skipped with their reason.
 	$(PY) -m pip install -q torch==2.13.0 || echo "presk: torch==2.13.0 could not be installed; the PyTorch tests will be skipped"
+	$(PY) -m pip install -q -e '.[export]' || echo "presk: onnx and onnxruntime could not be installed; the ONNX tests will be skipped"
 	@# Clang and its OpenMP runtime: exported programs are checked with both compilers.
 	@command -v clang >/dev/null 2>&1 && [ -e /usr/lib/llvm-14/lib/libomp.so -o -n "$$(find /usr/lib -name 'libomp*.so' 2>/dev/null | head -1)" ] || \
 	  ( (apt-get update -qq && apt-get install -y -qq clang libomp-dev) >/dev/null 2>&1 || \
