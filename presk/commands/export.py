@@ -41,7 +41,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export = sub.add_parser(NAME, help=HELP, description=HELP)
     file_args(export)
     entry_args(export, repeatable=True)
-    export.add_argument("--target", default="c", help="c (a standalone C program)")
+    export.add_argument(
+        "--target",
+        default="c",
+        help="c (a standalone C program, default), pytorch (readable modules) or onnx",
+    )
     export.add_argument(
         "--mode",
         default="program",
@@ -63,10 +67,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument(
         "--train",
         action="store_true",
-        help="the file's `training run` as a C program that trains (--target c)",
+        help="the file's `training run` as a program that trains (C, or PyTorch's train.py)",
     )
-    export.add_argument("--steps", default=None, help="--train: the trainer's horizon")
-    export.add_argument("--epochs", default=None, help="--train: passes over the data")
+    export.add_argument("--steps", default=None, help="--train --target c: the trainer's horizon")
+    export.add_argument("--epochs", default=None, help="--train --target c: passes over the data")
     export.add_argument("--seed", default=None, help="--train: the seed of θ₀ (default 0)")
     export.add_argument(
         "--serve",
@@ -87,7 +91,18 @@ def main(args: argparse.Namespace) -> int:
     return guard(NAME, lambda: _export(args))
 
 
+def _refuse(args: argparse.Namespace, flags: tuple[str, ...], of: str) -> None:
+    """A usage error for the first of `flags` given where it does not apply."""
+    for flag in flags:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value not in (None, False):
+            raise UsageError(f"{flag} is a flag of {of}")
+
+
 def _export(args: argparse.Namespace) -> int:
+    if args.target in ("pytorch", "onnx"):
+        _refuse(args, ("--steps", "--epochs"), "--train --target c")
+        _refuse(args, ("--serve", "--weights", "--prompt", "--vocab"), "--serve --target c")
     if args.target == "pytorch":
         refuse_later_flags(args)
         from presk.commands.export_pytorch import export_pytorch
@@ -111,9 +126,8 @@ def _export(args: argparse.Namespace) -> int:
         from presk.commands.export_serve import export_serve
 
         return export_serve(args)
-    for flag, value in (("--steps", args.steps), ("--epochs", args.epochs), ("--seed", args.seed)):
-        if value is not None:
-            raise UsageError(f"{flag} is a flag of --train")
+    _refuse(args, ("--steps", "--epochs", "--seed"), "--train")
+    _refuse(args, ("--weights", "--prompt", "--vocab"), "--serve")
     if args.mode not in ("program", "scop", "library"):
         raise UsageError(f"--mode {args.mode}: expected program, scop or library")
     if args.entry is None:
