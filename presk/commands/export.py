@@ -102,7 +102,11 @@ def _refuse(args: argparse.Namespace, flags: tuple[str, ...], of: str) -> None:
 def _export(args: argparse.Namespace) -> int:
     if args.target in ("pytorch", "onnx"):
         _refuse(args, ("--steps", "--epochs"), "--train --target c")
-        _refuse(args, ("--serve", "--weights", "--prompt", "--vocab"), "--serve --target c")
+        # PyTorch's --serve (serve.py) takes --weights and --vocab; only C's takes --prompt.
+        c_only: tuple[str, ...] = ("--serve", "--weights", "--prompt", "--vocab")
+        if args.target == "pytorch":
+            c_only = ("--prompt",)
+        _refuse(args, c_only, "--serve --target c")
     if args.target == "pytorch":
         refuse_later_flags(args)
         from presk.commands.export_pytorch import export_pytorch

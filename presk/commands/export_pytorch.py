@@ -1,11 +1,13 @@
 """`presk export FILE --target pytorch --mode readable [--shapes=check] [--stack=unroll|loop]
-[--conformance-entry E --dim …] -o DIR`: the program as readable PyTorch (docs/pytorch.md)."""
+[--conformance-entry E --dim … | --train | --serve [--weights F] [--vocab V]] -o DIR`: the
+program as readable PyTorch (docs/pytorch.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 import gmpy2
 
@@ -21,10 +23,12 @@ from presk.export.pytorch.conformance import Conformance, test_file
 from presk.export.pytorch.files import write_files
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.serving import serve_files
 from presk.export.pytorch.training import train_files
 from presk.export.write import check_target, write_plan
 from presk.interp.run import reference_inputs, reference_interpreter
 from presk.pipeline import core_module, front_end
+from presk.serve.generate import prepare
 from presk.types.check import CheckedProgram
 
 NAME = "export"
@@ -47,14 +51,25 @@ def export_pytorch(args: argparse.Namespace) -> int:
     steps = _train_steps(args.conformance_entry)
     if steps is not None and args.dim:
         raise UsageError("--dim: a training run's dimensions come from its data file")
+    _serve_flags(args)
     check_target(args.output)
     checked, _ = front_end(args.file, const_overrides(args.const))
     options = Options(args.shapes == "check", args.stack == "unroll")
     if (args.train or steps is not None) and not checked.trainings:
         raise UsageError(f"{printable(args.file)} has no `training run` block")
+    served = None
+    if args.serve:
+        if not checked.serves:
+            raise UsageError(f"{printable(args.file)} has no `inference` block")
+        block = checked.serves[0]
+        weights = args.weights or block.weights
+        served = (block, prepare(block, weights, args.vocab), weights)
+        options = replace(options, left_out=frozenset({block.generate.name}))
     try:
         files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}
-        if args.train or steps is not None:
+        if served is not None:
+            files.update(serve_files(*served))
+        elif args.train or steps is not None:
             seed = natural("--seed", args.seed, 0) if args.seed else 0
             files.update(train_files(checked, checked.trainings[0], seed, steps))
         elif args.conformance_entry is not None:
@@ -67,6 +82,20 @@ def export_pytorch(args: argparse.Namespace) -> int:
     write_plan(plan, args.output, args.conformance_entry or "")
     sys.stdout.write(plan.summary + "\n")
     return 0
+
+
+def _serve_flags(args: argparse.Namespace) -> None:
+    """--serve writes one program: refuse the flags of the others, and its own without it."""
+    if args.serve:
+        if args.train or args.conformance_entry is not None:
+            flag = "--train" if args.train else "--conformance-entry"
+            raise UsageError(f"--serve and {flag}: one program at a time")
+        if args.seed is not None:
+            raise UsageError("--seed is a flag of --train (serve.py generates greedily)")
+        return
+    for flag, value in (("--weights", args.weights), ("--vocab", args.vocab)):
+        if value is not None:
+            raise UsageError(f"{flag} is a flag of --serve")
 
 
 def _train_steps(entry: str | None) -> int | None:

@@ -28,6 +28,8 @@ from presk.types.check import FnInfo
 class Options:
     shapes: bool  # --shapes=check
     unroll: bool  # --stack=unroll
+    # Functions written as a comment only (--serve: the block's sampler, which draws).
+    left_out: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -104,7 +104,11 @@ def _structured(op: ir.Prim, args: list[Code], types: list[Type], result: Type, 
         case "argmax":
             x = _closed_or_open(types[0])
             dim = axis_position(x, _axis(op)) if op.attr("axis") else -1
-            return Code(f"{args[0].atom()}.argmax(dim={dim})")
+            # presk takes the last of equal maxima, torch.argmax the first: flip, then count
+            # back from the end.
+            n = size(x.axes[dim].size)
+            end = str(int(n) - 1) if n.isdigit() else f"{n} - 1"
+            return Code(f"{end} - {args[0].atom()}.flip({dim}).argmax(dim={dim})", SUM)
         case "split_heads":
             assert isinstance(result, Tensor)
             heads = size(result.axes[-3].size)
