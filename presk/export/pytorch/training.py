@@ -56,6 +56,8 @@ def train_files(
     clash = [f for f in OWN_FILES if f[:-3] in imports]
     if clash:
         raise Unsupported(f"a presk file whose module is `{clash[0][:-3]}` (the trainer's own)")
+    if any("Objective" in names for names in imports.values()):
+        raise Unsupported("a model or objective named `Objective` (presk_run.py's own class)")
     batch_ty = subst(run.objective.params[1][1], env)
     opt = run.optimizer
     table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in parameter_paths(params.inst))
