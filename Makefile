@@ -75,6 +75,9 @@ train-examples: $(STAMP)
 	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f64/final.psk.d
 	$(PRESK) data diff out/train/minigpt/final.psk.d out/train/minigpt_f32/final.psk.d
 
+bench-export: $(STAMP)
+	$(PY) benchmarks/export.py
+
 bench-serve: $(STAMP)
 	$(PY) benchmarks/serve.py
 

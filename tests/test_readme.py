@@ -28,6 +28,7 @@ SKIPPED = {
     "make bench-train": "minutes of timing, the course GPT's compile among them",
     "make train-examples": "minutes of the reference interpreter training the tiny MiniGPT",
     "make bench-serve": "minutes of timing, a course-size GPT among them",
+    "make bench-export": "a minute of timing, torch among it",
     "make serve-examples": "trains, then builds and runs a C program: a minute",
     "make conformance": "minutes: every primitive in three types",
     "make c-conformance": "minutes: every program on two compilers",
