@@ -53,7 +53,7 @@ def main() -> int:
         )  # fmt: skip
         exported = subprocess.run(
             [sys.executable, "train.py", "--steps", STEPS, "--log-every", "1000", "--dtype",
-             "float32", "--threads", "1"],
+             "float32", "--threads", "1", "--device", "cpu"],
             capture_output=True, text=True, env=env, cwd=out,
         )  # fmt: skip
     ours, theirs = _median_ms(native.stdout), _median_ms(exported.stdout + exported.stderr)

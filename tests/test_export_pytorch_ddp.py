@@ -81,6 +81,12 @@ def test_two_processes_train_as_one(exported: Path) -> None:
     assert any(not np.array_equal(theta0.arrays[p], v) for p, v in a.arrays.items())
 
 
+def test_the_readme_says_how_to_run_on_a_cluster(exported: Path) -> None:
+    text = (exported / "README.md").read_text(encoding="utf-8")
+    for flag in ("--nproc_per_node=", "--nnodes=", "--node_rank=", "--rdzv-endpoint="):
+        assert flag in text, flag
+
+
 def test_a_batch_that_does_not_split_is_one_line(exported: Path) -> None:
     """Rank 0 of 3 (torchrun's environment) refuses B = 8 before it waits for the others."""
     env = {**ENV, "RANK": "0", "WORLD_SIZE": "3", "LOCAL_RANK": "0"}
