@@ -82,8 +82,8 @@ bench-serve: $(STAMP)
 	$(PY) benchmarks/serve.py
 
 # Train the tiny MiniGPT briefly, then generate greedily from its weights on the reference,
-# natively in f64 and f32 and from the exported C program: the tokens must be the same.
-# (The PyTorch serve.py of the PyTorch export is not built yet.)
+# natively in f64 and f32, from the exported C program and from the PyTorch export's
+# serve.py (float64): the tokens must be the same.
 SERVE_GPT := tests/examples/minigpt/serve_minigpt.psk --const V=64 --const D=16 --const H=2 --const L=2
 SERVE_ARGS := --weights out/serve/ckpt/final.psk.d --prompt 'the compiler ' --tokens 40 --greedy
 serve-examples: $(STAMP)
@@ -94,10 +94,13 @@ serve-examples: $(STAMP)
 	$(PRESK) export $(SERVE_GPT) --target c --serve --weights out/serve/ckpt/final.psk.d -o out/serve/c
 	$(MAKE) -s -C out/serve/c check
 	out/serve/c/run out/serve/c/weights.psk.d -p 'the compiler ' -n 40 -g > out/serve/c.txt
+	$(PRESK) export $(SERVE_GPT) --target pytorch --mode readable --serve --weights out/serve/ckpt/final.psk.d -o out/serve/pytorch
+	$(PY) out/serve/pytorch/serve.py --greedy --prompt 'the compiler ' --tokens 40 --dtype float64 > out/serve/pytorch.txt
 	cmp out/serve/reference.txt out/serve/native_f64.txt
 	cmp out/serve/reference.txt out/serve/native_f32.txt
 	cmp out/serve/reference.txt out/serve/c.txt
-	@echo "serve-examples: the same greedy tokens on the reference, f64, f32 and the C program:"
+	cmp out/serve/reference.txt out/serve/pytorch.txt
+	@echo "serve-examples: the same greedy tokens on the reference, f64, f32, the C program and PyTorch:"
 	@cat out/serve/reference.txt
 
 bench-synth: $(STAMP)
