@@ -159,3 +159,18 @@ def test_onnx_has_no_serve(tmp_path: Path) -> None:
     code, _, err = run_presk("export", SERVE, *TINY, "--target", "onnx", "--serve", "-o", str(out))
     assert code != 0 and "--serve is a flag of --serve --target c" in err
     assert not out.exists()
+
+
+def test_a_block_without_greedy_is_not_built_yet(weights: str, tmp_path: Path) -> None:
+    for name in ("minigpt.psk", "serve_minigpt.psk"):
+        text = (ROOT / "tests/examples/minigpt" / name).read_text(encoding="utf-8")
+        text = text.replace("  greedy   = greedy_token\n", "")
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    vocab = str(ROOT / "tests/examples/minigpt/data/vocab.json")
+    out = tmp_path / "out"
+    code, _, err = run_presk(
+        "export", str(tmp_path / "serve_minigpt.psk"), *TINY, *PYTORCH, "--serve",
+        "--weights", weights, "--vocab", vocab, "-o", str(out),
+    )  # fmt: skip
+    assert code == 2 and "block without a `greedy` function" in err and err.count("\n") == 1
+    assert not out.exists()
