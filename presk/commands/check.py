@@ -9,8 +9,7 @@ import sys
 from presk.commands.common import const_overrides, file_args, guard, later_flag, refuse_later_flags
 from presk.diagnostics import CommandError, print_diagnostics, printable
 from presk.pipeline import front_end
-from presk.types.serving import ServeBlock
-from presk.types.training import TrainingRun
+from presk.types.values import ServeBlock, TrainingRun
 
 NAME = "check"
 HELP = "Type-check a program: shapes, regularity classes, effects"

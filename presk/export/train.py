@@ -37,7 +37,7 @@ from presk.train import checkpoint
 from presk.train.data import Batches
 from presk.train.loop import NativeStepper, Plan, Trainer, initial_weights
 from presk.types.check import CheckedProgram
-from presk.types.training import TrainingRun
+from presk.types.values import TrainingRun
 
 CODE = {str(d): d.code for d in Dtype}
 CHECK_STEPS = 20  # steps of the native run that `make check` repeats (fewer if the run has fewer)

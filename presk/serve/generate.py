@@ -34,8 +34,7 @@ from presk.serve.vocab import Vocabulary
 from presk.serve.vocab import load as load_vocab
 from presk.types.check import CheckedProgram
 from presk.types.scope import param_leaves
-from presk.types.serving import ServeBlock
-from presk.types.values import FnInfo
+from presk.types.values import FnInfo, ServeBlock
 
 
 def context_of(block: ServeBlock, weights: dict[str, Any]) -> dict[str, int]:

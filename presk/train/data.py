@@ -22,7 +22,7 @@ from presk.diagnostics import CommandError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Tensor, TupleT, Type, subst, subst_lin
 from presk.interp import rng
-from presk.types.training import TrainingRun
+from presk.types.values import TrainingRun
 
 
 @dataclass(frozen=True)

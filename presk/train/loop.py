@@ -34,7 +34,7 @@ from presk.pipeline import compile_entry, core_module
 from presk.train import checkpoint
 from presk.train.data import Batches
 from presk.types.check import CheckedProgram
-from presk.types.training import TrainingRun
+from presk.types.values import TrainingRun
 
 
 def exponent(x: float, digits: int) -> str:

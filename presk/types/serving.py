@@ -18,32 +18,15 @@ scores an unpadded sequence would. A malformed block is E2019; the files are ope
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from presk.elab.presburger import Lin
 from presk.elab.program import FileEnv
 from presk.elab.ty import SCALAR, Elem, KeyT, Params, Tensor, Type
 from presk.syntax import ast
 from presk.types.training import BlockError, block_fields, function_named, module_named
-from presk.types.values import FnInfo
+from presk.types.values import FnInfo, ServeBlock
 
 FIELDS = ("model", "weights", "vocab", "generate", "greedy")
-
-
-@dataclass(frozen=True)
-class ServeBlock:
-    """What `presk serve` needs: the functions, where the files are, the names of the axes."""
-
-    name: str
-    model: str
-    params: Params
-    generate: FnInfo
-    greedy: FnInfo | None
-    weights: str  # relative to the working directory
-    vocab: str
-    batch: str  # the dimension of the batch axis (B)
-    context: str  # the dimension of the window (T)
-    classes: Lin  # the vocabulary's size in the model (V)
 
 
 def _path(file: FileEnv, field: ast.Field) -> str:

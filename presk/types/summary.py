@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
-
-if TYPE_CHECKING:
-    from presk.types.serving import ServeBlock
-    from presk.types.training import TrainingRun
+from presk.types.values import ServeBlock, TrainingRun
 
 
 def _signature_line(info: FnInfo) -> str:
@@ -26,11 +22,11 @@ def _regularity_line(info: FnInfo) -> str:
 
 # What a run's data file holds, as the summary says it (a later stage opens the file):
 # given its path and the checked run (None when the block did not check).
-FileType = Callable[[str, "TrainingRun | None"], str]
+FileType = Callable[[str, TrainingRun | None], str]
 
 
 # What a serve block's files hold, as the summary says it: (weights line, vocab line).
-ServeFiles = Callable[["ServeBlock"], tuple[str, str]]
+ServeFiles = Callable[[ServeBlock], tuple[str, str]]
 
 
 def summary(

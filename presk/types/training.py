@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 
 from presk.core import ir
@@ -28,7 +27,7 @@ from presk.elab.ty import SCALAR, Elem, Params, Tensor, TupleT, Type, const_lin
 from presk.syntax import ast
 from presk.types.regularity import Reg
 from presk.types.scope import find_module, member_type
-from presk.types.values import FnInfo
+from presk.types.values import AdamW, DataPipeline, FnInfo, TrainingRun
 
 # AdamW's constants when a block leaves them out (PyTorch's defaults).
 ADAMW_DEFAULTS: dict[str, Fraction] = {
@@ -49,49 +48,6 @@ PI = Fraction(
     314159265358979323846264338327950288419716939937510582097494459230781640628620899862803482534211706798214808651328230664709384,
     10**125,
 )
-
-
-@dataclass(frozen=True)
-class AdamW:
-    """An optimizer block's constants, exact; `warmup` None is a constant rate."""
-
-    name: str
-    lr: Fraction
-    weight_decay: Fraction
-    beta1: Fraction
-    beta2: Fraction
-    eps: Fraction
-    cosine: bool
-    warmup: int
-
-
-@dataclass(frozen=True)
-class DataPipeline:
-    """`stream "F" |> shuffle(seed = s) |> batch(B = n)`: the file, the seed, the batch."""
-
-    path: str  # as written, relative to the file holding the block
-    resolved: str  # relative to the working directory
-    seed: int | None
-    dim: str
-    batch: int
-
-
-@dataclass(frozen=True)
-class TrainingRun:
-    """What `presk train` drives: the model, the generated functions, the data, the plan."""
-
-    name: str
-    model: str
-    params: Params
-    objective: FnInfo
-    optimizer: AdamW
-    data: DataPipeline
-    epochs: int
-    checkpoint_every: int | None
-    checkpoint_dir: str | None
-    step: FnInfo  # run.step
-    update: FnInfo  # adamw.step
-    rate: FnInfo  # adamw.lr
 
 
 class BlockError(Exception):

@@ -17,20 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from presk.core import ir
 from presk.core.ir import Operand
 from presk.diagnostics import Diagnostic, Span
+from presk.elab.presburger import Lin
 from presk.elab.program import FileEnv, ModuleInfo, Program
-from presk.elab.ty import Instance, ModuleT, Type
+from presk.elab.ty import Instance, ModuleT, Params, Type
 from presk.syntax import ast
 from presk.types.regularity import Blame, Deps, Reg
 from presk.types.shapes import DimContext
-
-if TYPE_CHECKING:
-    from presk.types.serving import ServeBlock
-    from presk.types.training import TrainingRun
 
 
 @dataclass
@@ -164,6 +160,70 @@ class FnCtx:
             self.instrs[-1] = ir.Instr(last.index, name, last.type, last.op, last.span)
             return Val(val.ty, ir.Ref(last.index, name), val.deps)
         return None
+
+
+# ---------------------------------------------------------------- blocks
+# The records of the optimizer, training and inference blocks (types/training.py and
+# types/serving.py check them and fill these in).
+
+
+@dataclass(frozen=True)
+class AdamW:
+    """An optimizer block's constants, exact; `warmup` None is a constant rate."""
+
+    name: str
+    lr: Fraction
+    weight_decay: Fraction
+    beta1: Fraction
+    beta2: Fraction
+    eps: Fraction
+    cosine: bool
+    warmup: int
+
+
+@dataclass(frozen=True)
+class DataPipeline:
+    """`stream "F" |> shuffle(seed = s) |> batch(B = n)`: the file, the seed, the batch."""
+
+    path: str  # as written, relative to the file holding the block
+    resolved: str  # relative to the working directory
+    seed: int | None
+    dim: str
+    batch: int
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What `presk train` drives: the model, the generated functions, the data, the plan."""
+
+    name: str
+    model: str
+    params: Params
+    objective: FnInfo
+    optimizer: AdamW
+    data: DataPipeline
+    epochs: int
+    checkpoint_every: int | None
+    checkpoint_dir: str | None
+    step: FnInfo  # run.step
+    update: FnInfo  # adamw.step
+    rate: FnInfo  # adamw.lr
+
+
+@dataclass(frozen=True)
+class ServeBlock:
+    """What `presk serve` needs: the functions, where the files are, the names of the axes."""
+
+    name: str
+    model: str
+    params: Params
+    generate: FnInfo
+    greedy: FnInfo | None
+    weights: str  # relative to the working directory
+    vocab: str
+    batch: str  # the dimension of the batch axis (B)
+    context: str  # the dimension of the window (T)
+    classes: Lin  # the vocabulary's size in the model (V)
 
 
 @dataclass

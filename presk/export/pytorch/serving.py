@@ -18,7 +18,7 @@ from presk.export.pytorch.pskd_text import PSKD
 from presk.export.pytorch.serve_text import SERVE
 from presk.export.pytorch.training import constructor_call
 from presk.serve.generate import Served
-from presk.types.serving import ServeBlock
+from presk.types.values import ServeBlock
 
 # serve.py's own modules and the ones it imports: a presk module of one of these names
 # would shadow it.

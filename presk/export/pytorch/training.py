@@ -33,7 +33,7 @@ from presk.train.data import Batches
 from presk.train.data import load as load_data
 from presk.train.loop import Plan, ReferenceStepper, Trainer, initial_weights
 from presk.types.check import CheckedProgram
-from presk.types.training import TrainingRun
+from presk.types.values import TrainingRun
 
 RTOL = "1e-9"
 OWN_FILES = ("presk_run.py", "train.py", "pskd.py")
