@@ -29,8 +29,7 @@ import numpy as np
 from presk import diagnostics
 from presk.backends.native import CompiledEntry
 from presk.diagnostics import NotBuiltYet, UsageError, render
-from presk.elab.presburger import Lin
-from presk.elab.ty import Params, subst
+from presk.elab.ty import Params, at_dims, dims_env, subst
 from presk.entries import Binding, bind_dims, find_entry, function_names
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp import rng
@@ -170,7 +169,7 @@ class Program:
         if not isinstance(ty, Params):
             raise UsageError(f"{module}: not a module with parameters")
         binding = _bind(chosen, {k: str(v) for k, v in (dims or {}).items()})
-        concrete = subst(ty, {k: Lin.const_(Fraction(v)) for k, v in binding.dims.items()})
+        concrete = at_dims(ty, binding.dims)
         try:
             value: dict[str, Any] = draw(concrete, "θ", "theta", binding.dims, None, seed, None)
         except RunError as error:
@@ -221,7 +220,7 @@ class Entry:
         if len(args) != len(info.params):
             raise UsageError(f"the entry takes {len(info.params)} arguments, got {len(args)}")
         dims, prefix = self.binding.dims, self.binding.prefix
-        env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+        env = dims_env(dims)
         with gmpy2.context(precision=256):
             values = [
                 to_reference(_plain(a), subst(ty, env), dims, prefix)

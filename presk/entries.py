@@ -17,7 +17,7 @@ from presk.elab.presburger import Lin
 from presk.elab.program import ConstError, FileEnv, const_eval
 from presk.elab.ty import Axis as TyAxis
 from presk.elab.ty import Tensor as TensorT
-from presk.elab.ty import TupleT, Type, subst
+from presk.elab.ty import TupleT, Type, dims_env, subst
 from presk.interp.reference import RunError
 from presk.interp.tensor import Axis
 from presk.syntax.parser import parse_expression
@@ -194,7 +194,7 @@ def _dim_value(name: str, text: str) -> int:
 
 def concrete_type(ty: Type, dims: dict[str, int], prefix: tuple[Axis, ...]) -> str:
     """A type at concrete dimensions, for printing: `ℝ[batch: 4, 2]`, `params Linear{3, 2}`."""
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     match ty:
         case TensorT():
             body = subst(ty, env)

@@ -30,6 +30,7 @@ from presk.build.load import Library
 from presk.cgen.program import Unit
 from presk.diagnostics import UsageError
 from presk.dtypes import Dtype, bf16_to_f32, f32_to_bf16
+from presk.elab.ty import dims_env
 from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue
 from presk.host.realization import Realization
 from presk.interp import rng
@@ -60,13 +61,12 @@ def layout_of_type(
 
     A parameter leaf is stored in the type the realization gives its dotted path.
     """
-    from presk.elab.presburger import Lin
     from presk.elab.ty import Elem, Hyper, KeyT, Params, TupleT, subst
     from presk.elab.ty import Tensor as TensorT
     from presk.interp.synth import axes_of
     from presk.types.scope import param_leaves
 
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     match ty:
         case TensorT():
             concrete = subst(ty, env)

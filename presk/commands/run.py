@@ -30,8 +30,7 @@ from presk.commands.common import (
 from presk.data.argument import ArgumentError, argument, file_dims, read_data
 from presk.data.format import DataFile
 from presk.diagnostics import UsageError, print_diagnostics
-from presk.elab.presburger import Lin
-from presk.elab.ty import TupleT, Type, subst
+from presk.elab.ty import TupleT, Type, dims_env, subst
 from presk.entries import (
     bind_dims,
     concrete_type,
@@ -197,7 +196,7 @@ def _evaluate(
             raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
         except HostRunError as error:
             raise RunError(str(error)) from None
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     types = [subst(ty, env) for _, ty, _ in info.params]
     # Drawn once as arrays: the native call takes them as they are; the reference (and
     # what --verbose and --json show) takes them as exact values at --bits. A --data file

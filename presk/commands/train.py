@@ -28,6 +28,7 @@ from presk.commands.common import (
 )
 from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, UsageError, printable
+from presk.elab.ty import at_dims
 from presk.entries import natural
 from presk.train import checkpoint
 from presk.train.data import load as load_data
@@ -123,7 +124,7 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     if args.plot and directory is None:
         raise UsageError("--plot draws the run's log: give --ckpt DIR")
     dims = batches.dims
-    model = str(_concrete_params(run, dims))
+    model = str(at_dims(run.params, dims))
     meta = checkpoint.Meta(
         0,
         total,
@@ -222,15 +223,6 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
         plot_log(read_log(out_dir / "log.jsonl"), args.plot, run.model)
         print(f"presk train: drew {printable(args.plot)}")
     return 0
-
-
-def _concrete_params(run: Any, dims: dict[str, int]) -> Any:
-    from fractions import Fraction
-
-    from presk.elab.presburger import Lin
-    from presk.elab.ty import subst
-
-    return subst(run.params, {k: Lin.const_(Fraction(v)) for k, v in dims.items()})
 
 
 def _timing(times: list[float]) -> str:

@@ -184,6 +184,16 @@ def subst(ty: Type, env: dict[str, Lin]) -> Type:
             return ty
 
 
+def dims_env(dims: dict[str, int]) -> dict[str, Lin]:
+    """Concrete dimension values as the linear forms `subst` takes."""
+    return {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+
+
+def at_dims(ty: Type, dims: dict[str, int]) -> Type:
+    """`ty` with its dimension variables at concrete values."""
+    return subst(ty, dims_env(dims))
+
+
 def subst_inst(inst: Instance, env: dict[str, Lin]) -> Instance:
     """Substitute dimension variables in an instance's arguments."""
     stack = None if inst.stack is None else subst_lin(inst.stack, env)

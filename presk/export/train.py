@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,7 @@ from presk import __version__
 from presk.cgen.program import Unit, _env
 from presk.data.format import DataFile, Leaf, reals_as, write
 from presk.dtypes import Dtype
-from presk.elab.presburger import Lin
-from presk.elab.ty import subst
+from presk.elab.ty import at_dims
 from presk.export.c import ExportError, ExportPlan, arena_macro_of, entry_files
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HostProgram, HTensor
@@ -187,7 +185,7 @@ def plan_train(request: CTrain) -> ExportPlan:
     uniform = request.realization.uniform
     real = request.realization.default if uniform else "f64"
     stored = [_stored(leaf, real) for leaf in layout.state]
-    model = str(subst(run.params, {k: Lin.const_(Fraction(v)) for k, v in dims.items()}))
+    model = str(at_dims(run.params, dims))
     meta = checkpoint.Meta(
         0,
         request.total,

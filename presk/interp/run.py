@@ -7,11 +7,8 @@ inputs every backend runs on (docs/rng.md).
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from presk.core import ir
-from presk.elab.presburger import Lin
-from presk.elab.ty import Params, Type, subst
+from presk.elab.ty import Params, Type, dims_env, subst
 from presk.interp import rng
 from presk.interp.reference import Interpreter, Tree, Value
 from presk.interp.synth import init_from_key, synthesize
@@ -25,7 +22,7 @@ def reference_interpreter(module: ir.Module) -> Interpreter:
 
     def init_hook(ty: Type, at: dict[str, int], key: rng.Key) -> Tree:
         assert isinstance(ty, Params)
-        env = {k: Lin.const_(Fraction(v)) for k, v in at.items()}
+        env = dims_env(at)
         inst = subst(ty, env)
         assert isinstance(inst, Params)
         return init_from_key(inst.inst, at, key)
@@ -39,7 +36,7 @@ def reference_inputs(
 ) -> list[Value]:
     """The entry's arguments as `presk run` synthesizes them: θ from its initializers
     (path `theta`), every other argument from the key of `input/<name>`."""
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     return [
         synthesize(
             subst(ty, env),

@@ -23,7 +23,16 @@ import numpy as np
 import numpy.typing as npt
 
 from presk.elab.presburger import Lin
-from presk.elab.ty import Elem, Hyper, Instance, KeyT, Params, TupleT, Type, subst
+from presk.elab.ty import (
+    Elem,
+    Hyper,
+    Instance,
+    KeyT,
+    Params,
+    TupleT,
+    Type,
+    at_dims,
+)
 from presk.elab.ty import Tensor as TensorT
 from presk.interp import rng
 from presk.interp.reference import RunError, Tree, Value
@@ -99,10 +108,6 @@ def _tensors(
             pass
 
 
-def _concrete_type(ty: Type, dims: dict[str, int]) -> Type:
-    return subst(ty, {k: Lin.const_(Fraction(v)) for k, v in dims.items()})
-
-
 def input_elements(
     params: list[Param], dims: dict[str, int], prefix: tuple[Axis, ...] | None
 ) -> int:
@@ -110,7 +115,7 @@ def input_elements(
     return sum(
         count
         for name, ty, _ in params
-        for _, count in _tensors(_concrete_type(ty, dims), name, dims, prefix)
+        for _, count in _tensors(at_dims(ty, dims), name, dims, prefix)
     )
 
 
@@ -216,7 +221,7 @@ def draw_inputs(
 
     Refuses before allocating anything when they cannot fit in this machine's memory.
     """
-    typed = [(name, _concrete_type(ty, dims), default) for name, ty, default in params]
+    typed = [(name, at_dims(ty, dims), default) for name, ty, default in params]
     tensors = [t for name, ty, _ in typed for t in _tensors(ty, name, dims, prefix)]
     check_fits(sum(c for _, c in tensors), _input_bytes(tensors), "as f64")
     return [

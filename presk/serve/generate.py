@@ -20,8 +20,7 @@ import numpy as np
 from presk.data.samples import flatten
 from presk.diagnostics import CommandError
 from presk.dtypes import f32_to_bf16
-from presk.elab.presburger import Lin
-from presk.elab.ty import Params, Type, subst
+from presk.elab.ty import Params, Type, dims_env, subst
 from presk.entries import Binding, Entry
 from presk.host.realization import Realization
 from presk.interp import rng
@@ -235,7 +234,7 @@ def reference_step(
     bits: int,
     greedy: bool,
 ) -> ReferenceStep:
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     ty: Type = subst(block.params, env)
     assert isinstance(ty, Params)
     with gmpy2.context(precision=bits):

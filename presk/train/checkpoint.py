@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,7 @@ import numpy as np
 from presk.data import samples as store
 from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, printable
-from presk.elab.presburger import Lin
-from presk.elab.ty import Params, subst
+from presk.elab.ty import Params, dims_env, subst
 from presk.elab.ty import Tensor as TensorT
 from presk.interp.tensor import Tensor
 from presk.interp.tree import Tree
@@ -187,7 +185,7 @@ def read_weights(path: str, ty: Params, dims: dict[str, int]) -> dict[str, Any]:
         raise CommandError(
             f"--weights {where}: the file holds {printable(weights.type)}, the entry takes {ty}"
         )
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     expected = {}
     for leaf_path, leaf, _ in param_leaves(ty.inst):
         concrete = subst(leaf, env)

@@ -22,6 +22,7 @@ from presk.diagnostics import CommandError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Tensor, TupleT, Type, subst, subst_lin
 from presk.interp import rng
+from presk.types.training import sample_type
 from presk.types.values import TrainingRun
 
 
@@ -79,15 +80,6 @@ def permutation(key: rng.Key, n: int) -> npt.NDArray[np.int64]:
     return out
 
 
-def _without_batch(ty: Type) -> Type:
-    match ty:
-        case Tensor():
-            return ty.with_axes(tuple(a for a in ty.axes if a.name != "batch"))
-        case TupleT(items):
-            return TupleT(tuple(_without_batch(item) for item in items))
-    return ty
-
-
 def _bind(want: Tensor, have: Tensor, dims: dict[str, Lin], where: str) -> None:
     """Bind `want`'s dimension variables from `have`'s literal sizes; CommandError if they
     cannot agree."""
@@ -132,7 +124,7 @@ def load(run: TrainingRun, path: str | None = None) -> Batches:
     except TypeTextError as error:
         raise CommandError(f"{where}: {error}") from None
     dims: dict[str, Lin] = {run.data.dim: Lin.const_(Fraction(run.data.batch))}
-    want = _without_batch(run.objective.params[1][1])
+    want = sample_type(run.objective.params[1][1])
     wanted = _tensors(want)
     held = _tensors(have)
     if len(wanted) != len(held):

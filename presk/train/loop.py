@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,8 +19,7 @@ import gmpy2
 import numpy as np
 
 from presk.diagnostics import CommandError, printable
-from presk.elab.presburger import Lin
-from presk.elab.ty import SCALAR, Params, Type, subst
+from presk.elab.ty import SCALAR, Params, Type, dims_env, subst
 from presk.entries import Binding, Entry
 from presk.host.realization import Realization
 from presk.interp.adjoints import zeros_like
@@ -118,7 +116,7 @@ class ReferenceStepper:
         self.dims = dims
         self.run = run
         self.interp = reference_interpreter(core_module(checked))
-        env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+        env = dims_env(dims)
         self.params_ty: Type = subst(run.params, env)
         self.batch_ty: Type = subst(run.objective.params[1][1], env)
         with gmpy2.context(precision=bits):
@@ -209,7 +207,7 @@ class NativeStepper:
             threads,
             banner=f"training step {run.step.name}",
         )
-        env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+        env = dims_env(dims)
         self.batch_ty: Type = subst(run.objective.params[1][1], env)
         self.theta: Any = theta0
         self.m: Any = _zeros(theta0)
@@ -278,7 +276,7 @@ class Plan:
 
 def initial_weights(run: TrainingRun, dims: dict[str, int], seed: int) -> dict[str, Any]:
     """θ₀ from the model's initializers at `seed` (the paths of docs/rng.md)."""
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     ty = subst(run.params, env)
     assert isinstance(ty, Params)
     theta = draw(ty, "θ", "theta", dims, None, seed, None)

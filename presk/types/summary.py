@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
+from presk.types.training import pipeline_parts, sample_type, source_text
 from presk.types.values import ServeBlock, TrainingRun
 
 
@@ -67,10 +68,6 @@ def summary(
     return "\n".join(lines) + "\n"
 
 
-def _text(node: ast.Expr) -> str:
-    return node.span.source.text[node.span.start : node.span.end]
-
-
 def training_summary(checked: CheckedProgram, file_type: FileType | None = None) -> list[str]:
     """The training section: the run's model, objective, optimizer, data and dims."""
     main = checked.program.main
@@ -79,7 +76,7 @@ def training_summary(checked: CheckedProgram, file_type: FileType | None = None)
         fields = {f.name.name: f for f in run.fields}
 
         def show(key: str, fields: dict[str, ast.Field] = fields) -> str:
-            return _text(fields[key].value).split(".")[-1] if key in fields else "?"
+            return source_text(fields[key].value).split(".")[-1] if key in fields else "?"
 
         lines.append(
             f"training {run.name.name}: model {show('model')}, objective {show('objective')}, "
@@ -89,7 +86,7 @@ def training_summary(checked: CheckedProgram, file_type: FileType | None = None)
         batch_ty = objective.params[-1][1] if objective and objective.params else None
         if batch_ty is not None:
             lines.append(f"    batch   : {batch_ty}")
-            lines.append(f"    sample  : {_sample_type(batch_ty)}")
+            lines.append(f"    sample  : {sample_type(batch_ty)}")
         data = fields.get("data")
         pipeline = _pipeline(data.value) if data else None
         if pipeline is not None:
@@ -101,39 +98,28 @@ def training_summary(checked: CheckedProgram, file_type: FileType | None = None)
                 holds = " — " + file_type(os.path.join(directory, path), checked_run)
             lines.append(f"    data    : {path} ({', '.join(steps)}){holds}")
         if "epochs" in fields:
-            lines.append(f"    epochs  : {_text(fields['epochs'].value)}")
+            lines.append(f"    epochs  : {source_text(fields['epochs'].value)}")
         if run.checkpoint is not None:
-            every = _text(run.checkpoint.every)
+            every = source_text(run.checkpoint.every)
             lines.append(f"    ckpt    : every {every} steps to {run.checkpoint.to.value}")
         if pipeline is not None and pipeline[2]:
             lines.append("    dims    : " + ", ".join(f"{k} = {v}" for k, v in pipeline[2]))
     return lines
 
 
-def _sample_type(ty: object) -> str:
-    from presk.elab.ty import Tensor, TupleT
-
-    match ty:
-        case TupleT(items):
-            return "(" + ", ".join(_sample_type(item) for item in items) + ")"
-        case Tensor():
-            return str(ty.with_axes(tuple(a for a in ty.axes if a.name != "batch")))
-    return str(ty)
-
-
 def _pipeline(expr: ast.Expr) -> tuple[str, list[str], list[tuple[str, str]]] | None:
     """`stream "f" |> shuffle(seed = 3) |> batch(B = 8)` as (path, steps, dims)."""
+    parts = pipeline_parts(expr)
+    if parts is None:
+        return None
+    stream, stages = parts
     steps: list[str] = []
     dims: list[tuple[str, str]] = []
-    while isinstance(expr, ast.Binary) and expr.op == ast.BinOp.PIPE:
-        stage = expr.right
-        if isinstance(stage, ast.Call) and isinstance(stage.func, ast.Name):
-            args = [a for a in stage.args if isinstance(a, ast.KwArg)]
-            values = " ".join(_text(a.value) for a in args)
-            steps.insert(0, f"{stage.func.ident.name} {values}".strip())
-            if stage.func.ident.name == "batch":
-                dims.extend((a.name.name, _text(a.value)) for a in args)
-        expr = expr.left
-    if isinstance(expr, ast.Stream):
-        return expr.path.value, steps, dims
-    return None
+    for stage in stages:
+        assert isinstance(stage.func, ast.Name)
+        args = [a for a in stage.args if isinstance(a, ast.KwArg)]
+        values = " ".join(source_text(a.value) for a in args)
+        steps.append(f"{stage.func.ident.name} {values}".strip())
+        if stage.func.ident.name == "batch":
+            dims.extend((a.name.name, source_text(a.value)) for a in args)
+    return stream.path.value, steps, dims

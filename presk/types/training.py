@@ -285,6 +285,16 @@ def _objective(
     return info
 
 
+def sample_type(batch: Type) -> Type:
+    """A batch type without its `batch` axes: the type of one sample of the data file."""
+    match batch:
+        case Tensor():
+            return batch.with_axes(tuple(a for a in batch.axes if a.name != "batch"))
+        case TupleT(items):
+            return TupleT(tuple(sample_type(item) for item in items))
+    return batch
+
+
 def _batch_axes(ty: Type, dim: str) -> bool:
     """Every tensor of the batch type has a `batch` axis of size `dim`."""
     match ty:

@@ -20,8 +20,7 @@ import numpy as np
 from presk.data import samples as store
 from presk.data.format import tensor_types
 from presk.diagnostics import CommandError
-from presk.elab.presburger import Lin
-from presk.elab.ty import Elem, Instance, Params, Tensor, TupleT, Type, subst
+from presk.elab.ty import Elem, Instance, Params, TupleT, Type, dims_env, subst
 from presk.export.pytorch.conformance import parameter_paths
 from presk.export.pytorch.files import constructor_args
 from presk.export.pytorch.layout import Unsupported
@@ -33,6 +32,7 @@ from presk.train.data import Batches
 from presk.train.data import load as load_data
 from presk.train.loop import Plan, ReferenceStepper, Trainer, initial_weights
 from presk.types.check import CheckedProgram
+from presk.types.training import sample_type
 from presk.types.values import TrainingRun
 
 RTOL = "1e-9"
@@ -45,7 +45,7 @@ def train_files(
     """The loop's files; with `steps` (train:K) the K-step conformance test too."""
     batches = load_data(run)
     dims = batches.dims
-    env = {k: Lin.const_(Fraction(v)) for k, v in dims.items()}
+    env = dims_env(dims)
     params = subst(run.params, env)
     assert isinstance(params, Params)
     theta0 = initial_weights(run, dims, seed)
@@ -117,21 +117,12 @@ def _real(value: Fraction) -> str:
 
 
 def _leaves(batches: Batches, batch_ty: Type) -> list[tuple[str, str]]:
-    kinds = dict(tensor_types(_without_batch(batch_ty)))
+    kinds = dict(tensor_types(sample_type(batch_ty)))
     out = []
     for path in batches.paths:
         elem = kinds[path].elem
         out.append((path, "real" if elem == Elem.REAL else "bool" if elem == Elem.BOOL else "idx"))
     return out
-
-
-def _without_batch(ty: Type) -> Type:
-    match ty:
-        case Tensor():
-            return ty.with_axes(tuple(a for a in ty.axes if a.name != "batch"))
-        case TupleT(items):
-            return TupleT(tuple(_without_batch(item) for item in items))
-    return ty
 
 
 def _structure(ty: Type, counter: Any) -> Any:
@@ -170,7 +161,7 @@ def _conformance(
     stepper = ReferenceStepper(checked, run, batches.dims, theta0, 256)
     meta = checkpoint.Meta(0, total, run.model, "interp", "f64", 256, seed)
     trainer = Trainer(run, batches, stepper, Plan(total, 0, steps), meta, "f64")
-    env = {k: Lin.const_(Fraction(v)) for k, v in batches.dims.items()}
+    env = dims_env(batches.dims)
     batch_ty = subst(run.objective.params[1][1], env)
     kinds = [k for _, k in _leaves(batches, batch_ty)]
     recorded: list[list[dict[str, Any]]] = []
