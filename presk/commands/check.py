@@ -59,21 +59,23 @@ def _serve_files(block: ServeBlock) -> tuple[str, str]:
     from presk.serve.generate import prepare
 
     shown_w, shown_v = printable(block.weights), printable(block.vocab)
+    if os.path.isfile(block.weights):
+        try:
+            served = prepare(block, block.weights)
+            context = served.dims[block.context]
+            return (
+                f"{shown_w} — holds params {block.model}, context {block.context} = {context}",
+                f"{shown_v} — {len(served.vocab)} tokens, the model scores {served.classes}",
+            )
+        except CommandError as error:
+            weights = f"{shown_w} — does not fit: {str(error).split(': ')[-1]}"
+    else:
+        weights = f"{shown_w} — file not found"
     try:
         size = f"{len(vocab.load(block.vocab))} tokens"
     except CommandError as error:
         size = str(error).split(": ", 1)[-1]
-    if not os.path.isfile(block.weights):
-        return f"{shown_w} — file not found", f"{shown_v} — {size}"
-    try:
-        served = prepare(block, block.weights)
-    except CommandError as error:
-        return f"{shown_w} — does not fit: {str(error).split(': ')[-1]}", f"{shown_v} — {size}"
-    context = served.dims[block.context]
-    return (
-        f"{shown_w} — holds params {block.model}, context {block.context} = {context}",
-        f"{shown_v} — {size}, the model scores {served.classes}",
-    )
+    return weights, f"{shown_v} — {size}"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from presk.elab.ty import Params, Type, dims_env, subst
 from presk.entries import Binding, Entry
 from presk.host.realization import Realization
 from presk.interp import rng
-from presk.interp.reference import Value
+from presk.interp.reference import Interpreter, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import to_reference
 from presk.interp.tensor import Kind, Tensor
@@ -186,7 +186,7 @@ def _real(leaf: Any, value: Any) -> np.ndarray:
 class ReferenceStep:
     """The generation function on the reference interpreter at `bits`."""
 
-    checked: CheckedProgram
+    interp: Interpreter
     block: ServeBlock
     dims: dict[str, int]
     theta: Value
@@ -196,7 +196,7 @@ class ReferenceStep:
     def __call__(
         self, window: np.ndarray, last: np.ndarray, key: rng.Key | None, temperature: float
     ) -> int:
-        interp = reference_interpreter(core_module(self.checked))
+        interp = self.interp
         fn = self.block.greedy if self.greedy and self.block.greedy else self.block.generate
         t = self.dims[self.block.context]
         ids = Tensor(Kind.IDX, _axes(window.shape, ("batch", "seq")), _objects(window), None)
@@ -239,7 +239,8 @@ def reference_step(
     assert isinstance(ty, Params)
     with gmpy2.context(precision=bits):
         theta = to_reference(weights, ty, dims, None)
-    return ReferenceStep(checked, block, dims, theta, bits, greedy)
+    interp = reference_interpreter(core_module(checked))
+    return ReferenceStep(interp, block, dims, theta, bits, greedy)
 
 
 def generate(
