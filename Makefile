@@ -148,8 +148,14 @@ export-examples: $(STAMP)
 	$(PT_EXPORT) tutorial/06_tower.psk --shapes=check --conformance-entry Tower.apply --dim batch=2 -o out/tutorial_tower
 	$(PT_EXPORT) tests/examples/minigpt/minigpt.psk $(PT_MINI) --shapes=check --conformance-entry MiniGPT.apply --dim B=2 --dim T=8 -o out/pytorch_minigpt
 	$(PT_EXPORT) tests/examples/minigpt/train_minigpt.psk $(PT_MINI) --conformance-entry loss --dim B=2 --dim T=8 -o out/pytorch_minigpt_loss
+	$(PT_EXPORT) tutorial/05_sample.psk --conformance-entry pick --dim B=64 -o out/tutorial_sample
 	$(PT_EXPORT) tutorial/07_train.psk --conformance-entry train:10 -o out/tutorial_train
+	$(PT_EXPORT) tutorial/07_train.psk --conformance-entry run.step --dim B=8 -o out/tutorial_adamw_step
+	$(PT_EXPORT) tests/export_pytorch/draws.psk --conformance-entry Net.noisy --dim batch=16 -o out/pytorch_dropout
+	$(PT_EXPORT) tests/export_pytorch/draws.psk --conformance-entry pick --dim B=64 -o out/pytorch_sample
+	$(PT_EXPORT) tests/export_pytorch/draws.psk --conformance-entry fresh -o out/pytorch_init
+	$(PT_EXPORT) tests/export_pytorch/draws.psk --conformance-entry regroup --dim B=2 -o out/pytorch_merge_split
 
-PT_DIRS := pytorch_linear pytorch_norm pytorch_attention tutorial_grad tutorial_tower pytorch_minigpt pytorch_minigpt_loss tutorial_train
+PT_DIRS := pytorch_linear pytorch_norm pytorch_attention tutorial_grad tutorial_sample tutorial_tower pytorch_minigpt pytorch_minigpt_loss tutorial_train tutorial_adamw_step pytorch_dropout pytorch_sample pytorch_init pytorch_merge_split
 pytorch-conformance: export-examples
 	for d in $(PT_DIRS); do (cd out/$$d && ../../$(PY) -m pytest -q -p no:cacheprovider test_conformance.py) || exit 1; done

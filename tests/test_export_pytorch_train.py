@@ -4,6 +4,7 @@ checkpoints presk reads; a file without a training run is one line."""
 
 from __future__ import annotations
 
+import json
 import os
 import py_compile
 import subprocess
@@ -60,6 +61,29 @@ def test_tutorial_k_steps_match_the_reference(tmp_path: Path) -> None:
     assert "K-step conformance: 10 steps, worst relative gap" in test.stdout
     gap = float(test.stdout.split("worst relative gap ")[1].split()[0])
     assert gap < 1e-12
+    # presk's own machine arithmetic on the same steps, and the four gaps beside each other.
+    reference = json.loads((out / "conformance" / "expected.json").read_text())["theta"]
+    for real, low, high in (("f64", 0, 1e-12), ("f32", 1e-9, 1e-4)):
+        native = json.loads((out / "conformance" / f"native_{real}.json").read_text())
+        assert native["realization"] == real and len(native["log"]) == 10
+        worst = max(_gap(native["theta"][p], want) for p, want in reference.items())
+        assert low < worst < high, (real, worst)
+    done = python(ROOT, "experiments/exact_vs_almost.py", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5 and lines[0].startswith("10 steps of 160: parameters' worst")
+    gaps = {line[:20].strip(): float(line[20:]) for line in lines[1:]}
+    names = ["presk native f64", "presk native f32", "PyTorch float64", "PyTorch float32"]
+    assert list(gaps) == names
+    assert max(gaps["presk native f64"], gaps["PyTorch float64"]) < 1e-12
+    assert 1e-9 < min(gaps["presk native f32"], gaps["PyTorch float32"]) < 1e-4
+
+
+def _gap(got: dict[str, object], want: dict[str, object]) -> float:
+    a = [float.fromhex(x) for x in got["data"]]  # type: ignore[attr-defined]
+    b = [float.fromhex(x) for x in want["data"]]  # type: ignore[attr-defined]
+    scale = max(max(abs(x) for x in b), 1e-300)
+    return max(abs(x - y) for x, y in zip(a, b, strict=True)) / scale
 
 
 def test_conformance_test_fails_on_other_weights(tmp_path: Path) -> None:

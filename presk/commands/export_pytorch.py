@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from fractions import Fraction
 
 import gmpy2
 
@@ -15,7 +16,7 @@ from presk.commands.common import choose_entry, const_overrides
 from presk.commands.run import to_json
 from presk.diagnostics import UsageError, printable
 from presk.elab.presburger import Lin
-from presk.elab.ty import Instance, Params
+from presk.elab.ty import SCALAR, Instance, Params, Type, subst
 from presk.entries import natural
 from presk.export.c import ExportPlan
 from presk.export.pytorch.body import Options
@@ -26,10 +27,14 @@ from presk.export.pytorch.names import ident, module_name
 from presk.export.pytorch.serving import serve_files
 from presk.export.pytorch.training import train_files
 from presk.export.write import check_target, write_plan
+from presk.interp.elementwise import mul
 from presk.interp.run import reference_inputs, reference_interpreter
+from presk.interp.tensor import Tensor
+from presk.interp.tree import Tree, Value
 from presk.pipeline import core_module, front_end
 from presk.serve.generate import prepare
-from presk.types.check import CheckedProgram
+from presk.types.check import CheckedProgram, FnInfo
+from presk.types.values import TrainingRun
 
 NAME = "export"
 
@@ -124,10 +129,13 @@ def conformance_case(
     documents (the inputs `presk run` synthesizes and the 256-bit reference's result)."""
     chosen = choose_entry(checked, text, dims)
     info, binding = chosen.entry.info, chosen.binding
+    named = [(name, ty) for name, ty, _ in info.params]
+    run = next((r for r in checked.trainings if info in (r.rate, r.update, r.step)), None)
     with gmpy2.context(precision=256):
         values = reference_inputs(info, binding.dims, binding.prefix, 0)
+        if run is not None:
+            values = _optimizer_inputs(named, values)
         result = reference_interpreter(core_module(checked)).call(info.name, binding.dims, values)
-    named = [(name, ty) for name, ty, _ in info.params]
     inputs = {name: to_json(v) for (name, _), v in zip(named, values, strict=True)}
     sizes = dict(binding.dims)
     if info.module is not None:
@@ -138,11 +146,8 @@ def conformance_case(
         function = None
     else:
         trees = [ty for _, ty in named if isinstance(ty, Params)]
-        if len(trees) > 1:
+        if len(trees) > 1 and run is None:
             raise Unsupported(f"a conformance entry with {len(trees)} parameter trees")
-        from presk.elab.presburger import Lin
-        from presk.elab.ty import subst
-
         env = {k: Lin.const_(v) for k, v in sizes.items()}
         module = None
         if trees:
@@ -151,6 +156,7 @@ def conformance_case(
             module = tree.inst
         arguments = [(name, isinstance(ty, Params)) for name, ty in named]
         function = ident(info.short)
+    result_ty = info.ret and subst(info.ret, {k: Lin.const_(v) for k, v in sizes.items()})
     conformance = Conformance(
         text,
         info.file.basename,
@@ -160,16 +166,47 @@ def conformance_case(
         "forward" if info.short == "apply" else ident(info.short),
         arguments,
         module_name(info.file.basename),
+        result_ty.inst if isinstance(result_ty, Params) else None,
+        _optimizer_call(run, info, arguments) if run is not None and trees else None,
     )
     document = {"entry": text, "dims": sizes, "bits": 256, "seed": 0}
     return conformance, {**document, "inputs": inputs}, {**document, "output": to_json(result)}
 
 
+# An optimizer entry's state, where presk run's draws make no sense: a second moment v is
+# never negative (its draws are squared), and the step and horizon are those of a run past
+# its warm-up (a rate, for adamw.step, a plain one).
+OPTIMIZER_STATE = {"t": 25, "total": 40, "lr": Fraction(1, 100)}
+
+
+def _optimizer_inputs(named: list[tuple[str, Type]], values: list[Value]) -> list[Value]:
+    out: list[Value] = []
+    for (name, ty), value in zip(named, values, strict=True):
+        if name == "v" and isinstance(value, Tree):
+            value = _squared(value)
+        elif name in ("t", "total") and isinstance(value, Tensor):
+            value = Tensor.idx((), OPTIMIZER_STATE[name], value.bound)
+        elif name == "lr" and ty == SCALAR:
+            value = Tensor.real((), OPTIMIZER_STATE["lr"])
+        out.append(value)
+    return out
+
+
+def _squared(tree: Tree) -> Tree:
+    items: list[tuple[str, Value]] = []
+    for key, leaf in tree.items:
+        items.append((key, _squared(leaf) if isinstance(leaf, Tree) else mul(leaf, leaf)))
+    return Tree(tuple(items))
+
+
+def _optimizer_call(run: TrainingRun, info: FnInfo, arguments: list[tuple[str, bool]]) -> str:
+    """The test's call of adamw_step or run_step: trees as dicts (`tree(name)`)."""
+    args = [f"tree({n!r})" if is_tree else f"arg({n!r})" for n, is_tree in arguments]
+    lead = ["model"] if info is run.step else []
+    return f"{ident(info.name)}({', '.join([*lead, *args])})"
+
+
 def _lin(value: int) -> Lin:
-    from fractions import Fraction
-
-    from presk.elab.presburger import Lin
-
     return Lin.const_(Fraction(value))
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from presk.core import ir
 from presk.elab.presburger import Lin
+from presk.elab.program import ModuleInfo
 from presk.elab.ty import SCALAR, Hyper, Params, Tensor, Type
 from presk.export.pytorch.code import ATOM, LAMBDA, Bound, Code, ModRef, Tree
+from presk.export.pytorch.draws import HELPER, constructor_args
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import comment, ident, number
 from presk.export.pytorch.prims import primitive
@@ -40,6 +42,8 @@ class Scope:
     options: Options
     # How the current file names a top-level function of any file: `loss`, `lin.loss`.
     function_ref: Callable[[FnInfo], str]
+    # How it names a module's class: `Linear`, `lin.Linear`.
+    class_ref: Callable[[ModuleInfo], str]
     module_dims: dict[str, str] = field(default_factory=dict)  # dim → `self.D`
 
 
@@ -151,6 +155,9 @@ class BodyWriter:
                 args = [self.code(a) for a in op.args]
                 types = [self.type_of(a) for a in op.args]
                 value = primitive(op, args, types, instr.type, self.size)
+            case ir.Call() if self.is_init(op):
+                self.env[instr.index] = self.init(instr, op)
+                return
             case ir.Call():
                 value = self.call(op)
             case ir.Get(tuple_, index):
@@ -236,6 +243,30 @@ class BodyWriter:
             else:
                 parts.append(self.code(arg).text)
         return Code(f"{self.scope.function_ref(callee)}({', '.join(parts)})")
+
+    def is_init(self, op: ir.Call) -> bool:
+        callee = self.scope.functions.get(op.fn)
+        return callee is not None and callee.generated and callee.short == "init"
+
+    def init(self, instr: ir.Instr, op: ir.Call) -> Tree:
+        """`M.init(key)`: a module built at the call's sizes (its own draws unused) and
+        the dict of presk's draws for it, which `functional_call` applies."""
+        callee = self.scope.functions[op.fn]
+        module = callee.module
+        assert module is not None
+        sizes = dict(op.dims)
+        args = [
+            self.size(sizes[name]) if name in sizes else self.size(Lin.var(name))
+            for name in constructor_args(module)
+        ]
+        obj = self.fresh(f"_{ident(module.name.lower())}")
+        self.lines.append(f"{obj} = {self.scope.class_ref(module)}({', '.join(args)})")
+        params = self.fresh(ident(instr.name) if instr.name else "_params")
+        if instr.name is not None:
+            self.lines.append(f"# {comment(instr.name)} : {comment(str(instr.type))}")
+        key = self.code(op.args[0]).text
+        self.lines.append(f"{params} = {HELPER}.init({obj}, {key})")
+        return Tree(obj, params)
 
     def fold(self, op: ir.Fold) -> Code:
         stack = self.operand(op.stacked)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from presk.elab.presburger import Lin
 from presk.elab.ty import Instance
-from presk.export.pytorch.files import constructor_args
+from presk.export.pytorch.draws import constructor_args
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import ident, module_name
 from presk.types.scope import use_instance
@@ -32,6 +32,8 @@ class Conformance:
     method: str  # the module function (`forward`), for a module entry
     arguments: list[tuple[str, bool]]  # the entry's parameters: (name, is θ)
     entry_file: str  # the Python module defining the entry
+    tree: Instance | None = None  # the result's instance when it is a parameter tree
+    call: str | None = None  # the call, when not the usual one (an optimizer's step)
 
 
 def parameter_paths(inst: Instance) -> list[tuple[str, str, int | None]]:
@@ -68,9 +70,11 @@ def _value(lin: Lin, sizes: dict[str, int]) -> int:
 def test_file(c: Conformance) -> str:
     imports: dict[str, set[str]] = {}
     paths: list[tuple[str, str, int | None]] = []
+    tree = c.tree or c.module
+    if tree is not None:
+        paths = parameter_paths(tree)
     if c.module is not None:
         imports[module_name(c.module.module.file.basename)] = {ident(c.module.module.name)}
-        paths = parameter_paths(c.module)
     if c.function is not None:
         imports.setdefault(c.entry_file, set()).add(c.function)
     import_lines = [
@@ -78,7 +82,7 @@ def test_file(c: Conformance) -> str:
     ]
     table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in paths)
     build, call = entry_code(c)
-    return _TEMPLATE.format(
+    text = _TEMPLATE.format(
         entry=repr(c.entry),
         source=c.source,
         imports="\n".join(import_lines),
@@ -87,7 +91,12 @@ def test_file(c: Conformance) -> str:
         call=call,
         rtol=RTOL,
         atol=ATOL,
+        random="import presk_random\n" if c.module is not None else "",
     )
+    if c.module is not None:
+        model = build.splitlines()[0].strip()
+        text += _INIT_TEST.format(model=model, theta=repr(_theta(c)))
+    return text
 
 
 def entry_code(c: Conformance) -> tuple[str, str]:
@@ -105,7 +114,9 @@ def entry_code(c: Conformance) -> tuple[str, str]:
     call_args = []
     for name, is_tree in c.arguments:
         call_args += ["model", "params"] if is_tree else [f"arg({name!r})"]
-    if c.function is None:
+    if c.call is not None:
+        call = c.call
+    elif c.function is None:
         target = "model" if c.method == "forward" else f"model.{c.method}"
         call = f"{target}({', '.join(a for a in call_args if a not in ('model', 'params'))})"
     else:
@@ -137,7 +148,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-import torch
+{random}import torch
 {imports}
 
 HERE = Path(__file__).parent
@@ -208,11 +219,32 @@ def test_conformance():
             return tuple(tensor(v) for v in value)
         if isinstance(value, str):
             return float(Fraction(value))
+        if "key" in value:  # presk's random key: two 32-bit words
+            return tuple(value["key"])
         return tensor(value)
+
+    def tree(name):
+        """A parameter tree of inputs.json as a dict keyed like named_parameters()."""
+        out = {{}}
+        for presk, path, layers in PARAMETERS:
+            value = tensor(inputs[name][presk])
+            for layer in [None] if layers is None else range(layers):
+                out[path.format(layer)] = value if layer is None else value[layer]
+        return out
 
 {build}
     result = {call}
     check(result, expected)
+'''
+
+_INIT_TEST = '''
+
+def test_presk_init():
+    """presk_random.init draws the θ presk synthesized (seed 0, each leaf's key theta/<path>)."""
+    torch.set_default_dtype(torch.float64)
+    inputs = read("inputs.json")["inputs"]
+    {model}
+    check(presk_random.init(model, presk_random.key_from_seed(0), "theta/"), inputs[{theta}])
 '''
 
 __all__ = ["Conformance", "entry_code", "parameter_paths", "test_file"]

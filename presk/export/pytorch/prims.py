@@ -12,6 +12,7 @@ from presk.core import ir
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Hyper, Tensor, Type
 from presk.export.pytorch.code import ATOM, POWER, PRODUCT, SUM, UNARY, Code, binary
+from presk.export.pytorch.draws import HELPER
 from presk.export.pytorch.layout import Unsupported, aligned, axis_position
 
 _ARITHMETIC = {"add": ("+", SUM), "sub": ("-", SUM), "mul": ("*", PRODUCT), "div": ("/", PRODUCT)}
@@ -115,6 +116,24 @@ def _structured(op: ir.Prim, args: list[Code], types: list[Type], result: Type, 
             return Code(f"{args[0].atom()}.unflatten(-1, ({heads}, -1)).transpose(-3, -2)")
         case "merge_heads":
             return Code(f"{args[0].atom()}.transpose(-3, -2).flatten(-2)")
+        case "merge":
+            x = _closed_or_open(types[0])
+            names = op.attr("axes")
+            assert isinstance(names, tuple)
+            first = axis_position(x, str(names[0]))
+            return Code(f"{args[0].atom()}.flatten({first}, {first + 1})")
+        case "split":
+            x = _closed_or_open(types[0])
+            assert isinstance(result, Tensor)
+            parts = op.attr("parts")
+            assert isinstance(parts, tuple)
+            where = {a.name: a.size for a in result.axes}
+            sizes = ", ".join(size(where[str(n)]) for n in parts)
+            return Code(f"{args[0].atom()}.unflatten({axis_position(x, _axis(op))}, ({sizes}))")
+        case "sample":  # presk's generator: presk_random.py, written beside the modules
+            return Code(f"{HELPER}.sample({args[0].text}, {args[1].text})")
+        case "dropout":
+            return Code(f"{HELPER}.dropout({args[0].text}, {args[1].text}, {args[2].text})")
     raise Unsupported(f"the primitive `{name}`")
 
 

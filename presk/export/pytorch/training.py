@@ -4,7 +4,9 @@ Beside the modules the export writes `presk_run.py` (the model, the objective, A
 schedule), `train.py` (the loop), `pskd.py` (a NumPy reader and writer of `.psk.d`), the
 data file as `data.psk.d` and presk's θ₀ as `theta0.psk.d`. With `train:K` it also runs
 K steps of the 256-bit reference on the batches presk's pipeline gives and writes the
-K-step `test_conformance.py` and its `conformance/` files.
+K-step `test_conformance.py` and its `conformance/` files, and the same K steps natively
+in f64 and in f32 (`native_f64.json`, `native_f32.json`: how far presk's own machine
+arithmetic lands from the reference, beside PyTorch's; experiments/exact_vs_almost.py).
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ from presk.data.format import tensor_types
 from presk.diagnostics import CommandError
 from presk.elab.ty import Elem, Instance, Params, TupleT, Type, dims_env, subst
 from presk.export.pytorch.conformance import parameter_paths
-from presk.export.pytorch.files import constructor_args
+from presk.export.pytorch.draws import constructor_args
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import ident, module_name
 from presk.export.pytorch.pskd_text import PSKD
 from presk.export.pytorch.train_text import RUN, TEST, TRAIN
+from presk.host.realization import Realization
 from presk.train import checkpoint
 from presk.train.data import Batches
 from presk.train.data import load as load_data
-from presk.train.loop import Plan, ReferenceStepper, Trainer, initial_weights
+from presk.train.loop import NativeStepper, Plan, ReferenceStepper, Trainer, initial_weights
 from presk.types.check import CheckedProgram
 from presk.types.training import sample_type
 from presk.types.values import TrainingRun
@@ -177,7 +180,15 @@ def _conformance(
     real = {p: _tensor(v, "real") for p, v in store.flatten(theta0).items()}
     after = {p: _tensor(v, "real") for p, v in store.flatten(stepper.weights()).items()}
     document = {"entry": f"train:{steps}", "steps": steps, "total": total, "bits": 256}
+    native = {
+        f"conformance/native_{real_type}.json": _json(
+            {**document, "bits": None, "realization": real_type, "seed": seed,
+             **_native(checked, run, batches, theta0, seed, steps, total, real_type)}
+        )
+        for real_type in ("f64", "f32")
+    }  # fmt: skip
     return {
+        **native,
         "test_conformance.py": TEST.format(source=run.objective.file.basename, steps=steps,
                                            rtol=RTOL),
         "conformance/theta0.json": _json(real),
@@ -185,6 +196,26 @@ def _conformance(
         "conformance/expected.json": _json({**document, "seed": seed, "log": log,
                                             "theta": after}),
     }  # fmt: skip
+
+
+def _native(
+    checked: CheckedProgram,
+    run: TrainingRun,
+    batches: Batches,
+    theta0: dict[str, Any],
+    seed: int,
+    steps: int,
+    total: int,
+    real_type: str,
+) -> dict[str, Any]:
+    """The same K steps by `presk train --backend native --realize real_type` (one thread,
+    so that the sums' order is fixed): each step's log and the parameters after them."""
+    stepper = NativeStepper(checked, run, batches.dims, theta0, Realization(real_type), 1)
+    meta = checkpoint.Meta(0, total, run.model, "native", real_type, 0, seed)
+    trainer = Trainer(run, batches, stepper, Plan(total, 0, steps), meta, real_type)
+    log = [{"loss": r.loss.hex(), "lr": r.lr.hex(), "|g|": r.gnorm.hex()} for r in trainer.steps()]
+    flat = store.flatten(stepper.weights())
+    return {"log": log, "theta": {p: _tensor(v, "real") for p, v in flat.items()}}
 
 
 def _json(document: object) -> str:
