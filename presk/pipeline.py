@@ -13,8 +13,8 @@ previous pass left.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
@@ -34,6 +34,7 @@ from presk.entries import Binding, Entry
 from presk.host.program import HostProgram, HTensor, HValue, record
 from presk.host.realization import Realization
 from presk.interp.reference import RunError
+from presk.kernel.layout import Layout
 from presk.machine import memory_bytes, size_text
 from presk.types.check import CheckedProgram, check_program
 
@@ -134,6 +135,10 @@ class Request:
     banner: str = ""
     tiles: bool = True  # False: point zero, every contraction row-wise (export --mode scop)
     profile: bool = False  # each launch timed (bench --by-kernel); the same bits
+    layouts: Mapping[str, Layout] = field(default_factory=dict)  # a plan's point per site
+    # The machine's worker count a plan's splits are checked against (None: `threads`);
+    # `dump` records on one thread but checks a plan as `run` would.
+    machine_threads: int | None = None
 
     @property
     def dims(self) -> dict[str, int]:
@@ -179,6 +184,8 @@ def _record(state: Compilation) -> Compilation:
         request.realization,
         request.threads,
         tiles=request.tiles,
+        layouts=dict(request.layouts),
+        machine_threads=request.machine_threads,
     )
     return replace(state, host=host)
 
@@ -267,6 +274,8 @@ def compile_entry(
     remat: Remat = "store",
     banner: str | None = None,
     tiles: bool = True,
+    layouts: Mapping[str, Layout] | None = None,
+    machine_threads: int | None = None,
 ) -> CompiledEntry:
     """An entry compiled to a loaded library, callable on arrays and parameter trees."""
     request = Request(
@@ -278,6 +287,8 @@ def compile_entry(
         remat,
         f"entry {entry.text}" if banner is None else banner,
         tiles,
+        layouts=dict(layouts or {}),
+        machine_threads=machine_threads,
     )
     state = run_back_end(request)
     assert state.unit is not None and state.host is not None and state.library is not None
@@ -295,6 +306,7 @@ def compile_path(
     consts: dict[str, Fraction] | None = None,
     banner: str | None = None,
     tiles: bool = True,
+    layouts: Mapping[str, Layout] | None = None,
 ) -> tuple[CompiledEntry, CheckedProgram, Entry, Binding]:
     """A file's entry compiled at `dims`: what scripts, benchmarks and tests call."""
     from presk.entries import bind_dims, find_entry
@@ -310,6 +322,7 @@ def compile_path(
         threads,
         banner=banner,
         tiles=tiles,
+        layouts=layouts,
     )
     return compiled, checked, chosen, binding
 

@@ -54,12 +54,24 @@ def _literal(x: float) -> str:
     return text if any(ch in text for ch in ".e") else text + ".0"
 
 
+# The GCC vector types of presk_rt.h, by arithmetic type and lanes.
+VECTOR_TYPES = {
+    ("f64", 4): "presk_v4d",
+    ("f64", 8): "presk_v8d",
+    ("f32", 4): "presk_v4f",
+    ("f32", 8): "presk_v8f",
+    ("f32", 16): "presk_v16f",
+}
+
+
 class _Printer:
-    # Innermost loops that call exp, log, tanh or erf run in blocks of lanes (cgen/lanes.py).
+    # Innermost loops that call exp, log, tanh or erf run in blocks of lanes
+    # (cgen/lanes.py), unless a layout plan keeps the kernel scalar.
     lanes = True
 
     def __init__(self, kernel: ir.Kernel) -> None:
         self.kernel = kernel
+        self.lanes = type(self).lanes and kernel.lanes
         self.arith = ir.arith(kernel.dtype)
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
@@ -139,6 +151,10 @@ class _Printer:
             case ir.IVar() | ir.IConst() | ir.IBin():
                 return self.index(e)
 
+    def split_at(self, depth: int) -> bool:
+        """Whether the loop printed at `depth` is the one the workers share."""
+        return self.kernel.split and depth == self.kernel.split_depth + 1
+
     def loop_head(self, var: str, bound: int) -> str:
         return f"for (int64_t {var} = 0; {var} < {bound}; {var}++)"
 
@@ -148,10 +164,10 @@ class _Printer:
         for s in body:
             match s:
                 case ir.For() if self.lanes and (calls := self.block_calls(s)):
-                    split = self.kernel.split and depth == 1
+                    split = self.split_at(depth)
                     end = "hi" if split else str(s.bound)
                     out.extend(self.lane_loop(s, calls, "lo" if split else "0", end, depth))
-                case ir.For(var, bound, inner) if self.kernel.split and depth == 1:
+                case ir.For(var, bound, inner) if self.split_at(depth):
                     # This worker's contiguous share of the parallel outer loop.
                     out.append(f"{pad}for (int64_t {var} = lo; {var} < hi; {var}++) {{")
                     out.extend(self.stmts(inner, depth + 1))
@@ -252,17 +268,11 @@ class _Printer:
         out += [f"{pad}    }}", f"{pad}}}"]
         return out
 
-    @property
-    def vtype(self) -> str:
-        return "presk_v8d" if self.arith == "f64" else "presk_v8f"
-
     def vector_type(self, lanes: int) -> str:
-        """The vector type of `lanes` lanes: 8 doubles, or 8 or 16 floats (64 bytes, one zmm)."""
-        if self.arith == "f64" or lanes == 8:
-            assert lanes == 8, f"no vector type of {lanes} {self.arith} lanes"
-            return self.vtype
-        assert lanes == 16, f"no vector type of {lanes} {self.arith} lanes"
-        return "presk_v16f"
+        """The vector type of `lanes` lanes in the kernel's arithmetic type (presk_rt.h)."""
+        vtype = VECTOR_TYPES.get((self.arith, lanes))
+        assert vtype is not None, f"no vector type of {lanes} {self.arith} lanes"
+        return vtype
 
     def scratch(self, buffer: ir.Buffer) -> str:
         """A scratch buffer's declaration: a local array, aligned for whole-vector loads."""

@@ -128,11 +128,12 @@ def _timed(lines: list[str], i: int) -> list[str]:
 def _launch(s: h.Launch) -> list[str]:
     if s.split is None:
         return [f"{s.kernel}({_args(s.args)});"]
-    # Each worker takes a contiguous part of the outer loop; without OpenMP, all of it.
+    # Each worker takes a contiguous part of the split loop; without OpenMP, all of it.
     n, args = s.split, _args(s.args)
+    team = "threads" if s.workers is None else f"({s.workers} < threads ? {s.workers} : threads)"
     return [
         "#ifdef _OPENMP",
-        "#pragma omp parallel num_threads(threads)",
+        f"#pragma omp parallel num_threads({team})",
         "{",
         "    int64_t presk_w = omp_get_num_threads(), presk_t = omp_get_thread_num();",
         f"    {s.kernel}({args}, {n} * presk_t / presk_w, {n} * (presk_t + 1) / presk_w);",

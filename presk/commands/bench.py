@@ -43,6 +43,8 @@ from presk.commands.common import (
 )
 from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
+from presk.host.plan import Plan
+from presk.host.plan import parse as parse_plan
 from presk.host.program import HostProgram
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
@@ -69,7 +71,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument(
         "--realize", default=None, help="the realization --by-kernel times (default f32)"
     )
-    later_flag(bench, "--plan", "a row timed under a layout plan")
+    bench.add_argument(
+        "--plan",
+        default=None,
+        metavar="@FILE",
+        help="add a row timed under a layout plan (and its bits compared with the default's); "
+        "with --by-kernel, time the build of the plan",
+    )
     later_flag(bench, "--calibrate", "fit the roofline of each kernel")
     later_flag(bench, "--profile", "time with a calibrated profile")
     later_flag(bench, "--opt", "the exact rewrites of PSK-Core", takes_value=False)
@@ -98,8 +106,10 @@ def _bench(args: argparse.Namespace) -> int:
     chosen = choose_entry(checked, args.entry, args.dim)
     info, dims = chosen.entry.info, chosen.binding.dims
     drawn = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
+    plan = Plan() if args.plan is None else parse_plan(args.plan)
     if args.by_kernel:
-        return _by_kernel(chosen, args.realize or "f32", threads, repeat, drawn)
+        realize = args.realize or ("f32" if plan.realization is None else None)
+        return _by_kernel(chosen, realize, plan, threads, repeat, drawn)
     if args.realize is not None:
         raise UsageError("--realize chooses the build of --by-kernel; give both or neither")
     rows: list[tuple[str, list[float]]] = []
@@ -113,26 +123,61 @@ def _bench(args: argparse.Namespace) -> int:
                 return interp.call(info.name, dims, inputs)
 
         rows.append((f"interp {bits} bits", _time(reference, repeat)))
+    builds: dict[str, Any] = {}
     for dtype in ("f64", "f32", "bf16"):
-        compiled = compile_entry(
-            checked,
-            chosen.entry,
-            chosen.binding,
-            Realization(dtype),
-            threads,
-            banner=f"bench {chosen.entry.text}",
-        )
-        bound = compiled.bind(drawn)
-        bound.invoke()  # the first call touches the arena's pages
+        bound = _bound(chosen, Realization(dtype), threads, drawn)
+        builds[dtype] = bound
         rows.append((f"native {dtype}", _time(bound.invoke, repeat)))
+    notes: list[str] = []
+    if args.plan is not None:
+        realization = plan.realization or Realization("f64")
+        planned = _bound(chosen, realization, threads, drawn, plan)
+        rows.append(("native plan", _time(planned.invoke, repeat)))
+        default = (
+            builds[realization.default]
+            if realization.uniform
+            else _bound(chosen, realization, threads, drawn)
+        )
+        same = _same_bits(planned, default)
+        notes.append(
+            f"-- plan {args.plan[1:]}: {len(plan.layouts)} nests laid out, "
+            f"{realization.default if realization.uniform else 'its realization'}; "
+            f"every output bit equal to the default layout's: {'yes' if same else 'NO'}"
+        )
     base = statistics.median(rows[0][1])
     out = [f"{'backend':<20}{'median ms':>11}{'best ms':>13}{'speedup':>10}"]
     for label, times in rows:
         median = statistics.median(times)
         speedup = base / median if median > 0 else float("inf")
         out.append(f"{label:<20}{median * 1e3:>11.3f}{min(times) * 1e3:>13.3f}{speedup:>9.1f}x")
-    sys.stdout.write("\n".join(out) + "\n")
-    return 0
+    sys.stdout.write("\n".join([*out, *notes]) + "\n")
+    return 0 if all(not n.endswith("NO") for n in notes) else 1
+
+
+def _bound(
+    chosen: Chosen,
+    realization: Realization,
+    threads: int,
+    drawn: list[Any],
+    plan: Plan | None = None,
+) -> Any:
+    """An entry built and bound to the drawn inputs, called once (its arena's pages touched)."""
+    compiled = compile_entry(
+        chosen.checked,
+        chosen.entry,
+        chosen.binding,
+        realization,
+        threads,
+        banner=f"bench {chosen.entry.text}",
+        layouts=None if plan is None else plan.layouts,
+    )
+    bound = compiled.bind(drawn)
+    bound.invoke()
+    return bound
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    return all(x.tobytes() == y.tobytes() for x, y in zip(a.outputs, b.outputs, strict=True))
 
 
 # ---------------------------------------------------------------- --by-kernel
@@ -192,10 +237,14 @@ def profile_rows(
     return rows(kernels), rows(sites)
 
 
-def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: list[Any]) -> int:
-    realization = realization_of(realize)
+def _by_kernel(
+    chosen: Chosen, realize: str | None, plan: Plan, threads: int, repeat: int, drawn: list[Any]
+) -> int:
+    realization = plan.realization if realize is None else realization_of(realize)
     if realization is None:
         return 1
+    if plan.realization is not None and realization != plan.realization:
+        raise UsageError("--realize is not the realization of --plan: drop one of them")
     banner = f"bench {chosen.entry.text}"
     request = Request(
         chosen.checked,
@@ -205,6 +254,7 @@ def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: l
         threads,
         banner=banner,
         profile=True,
+        layouts=plan.layouts,
     )
     state = run_back_end(request)
     assert state.unit is not None and state.host is not None and state.library is not None
@@ -213,7 +263,13 @@ def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: l
         state.unit, state.host, state.library, realization, threads, state.layouts
     )
     plain = compile_entry(
-        chosen.checked, chosen.entry, chosen.binding, realization, threads, banner=banner
+        chosen.checked,
+        chosen.entry,
+        chosen.binding,
+        realization,
+        threads,
+        banner=banner,
+        layouts=plan.layouts,
     )
     timed, reference = profiled.bind(drawn), plain.bind(drawn)
     _check(timed.invoke(), "instrumented")  # the first call touches the arena's pages
@@ -227,9 +283,7 @@ def _by_kernel(chosen: Chosen, realize: str, threads: int, repeat: int, drawn: l
         plain_times += _time(reference.invoke, 1)
         wall += _time(timed.invoke, 1)
     ns, calls = ns.copy(), calls.copy()
-    same = all(
-        a.tobytes() == b.tobytes() for a, b in zip(timed.outputs, reference.outputs, strict=True)
-    )
+    same = _same_bits(timed, reference)
     kernels, sites = profile_rows(profiled, ns, calls, repeat)
     total = sum(ms for *_, ms in kernels)
     wall_ms = statistics.fmean(wall) * 1e3  # a mean, as the counters' sums are

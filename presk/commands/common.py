@@ -27,9 +27,12 @@ from presk.diagnostics import (
 )
 from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_bindings
 from presk.export.c import ExportError
+from presk.host.plan import Plan, PlanError
+from presk.host.plan import parse as parse_plan
 from presk.host.program import HostError, HostRunError
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp.reference import RunError
+from presk.kernel.layout import Layout
 from presk.machine import MAX_THREADS, default_threads
 from presk.syntax.deep import call_deep
 from presk.syntax.literals import LiteralRange, parse_literal
@@ -154,6 +157,69 @@ def realization_of(spec: str) -> Realization | None:
         return None
 
 
+def plan_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plan",
+        default=None,
+        metavar="@FILE",
+        help="a layout plan (JSON, as `presk plan` writes it): a layout per nest and a "
+        "realization; the same bits as without it, in another time",
+    )
+
+
+def realization_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--realize`, whose default is the plan's realization, else f64."""
+    parser.add_argument(
+        "--realize",
+        default=None,
+        help=f"{what}: f64, f32, bf16 or @FILE (default: the --plan's, else f64)",
+    )
+
+
+@dataclass(frozen=True)
+class Planned:
+    """`--realize` and `--plan` together: the realization and each nest's layout."""
+
+    realization: Realization
+    plan: Plan
+    text: str  # the realization as the user gave it, for banners: a type, @FILE or the plan
+
+
+def planned_of(args: argparse.Namespace) -> Planned | None:
+    """`--plan` (if given) and `--realize`, which must agree with the plan's when both
+    state one; None for a refused realization or point (reported, E7002)."""
+    plan = Plan()
+    if getattr(args, "plan", None) is not None:
+        try:
+            plan = parse_plan(args.plan)
+        except PlanError as error:
+            _plan_refused(error)
+            return None
+    if args.realize is None:
+        realization = plan.realization or Realization("f64")
+        stated = plan.realization_json
+        text = stated if isinstance(stated, str) else "f64" if stated is None else args.plan
+    else:
+        text = args.realize
+        chosen = realization_of(args.realize)
+        if chosen is None:
+            return None
+        if plan.realization is not None and plan.realization != chosen:
+            raise UsageError(
+                f"--realize {args.realize} is not the realization of --plan {args.plan}: "
+                "drop one of them"
+            )
+        realization = chosen
+    return Planned(realization, plan, text)
+
+
+def _plan_refused(error: PlanError) -> None:
+    if error.code is None:
+        raise UsageError(error.message) from None
+    print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+    return None
+
+
 def threads_of(flag: str | None, default: int | None = None) -> int:
     """`--threads N`; without it `default`, else `PRESK_THREADS`, else the machine's cores."""
     if flag is not None:
@@ -204,6 +270,12 @@ def guard(command: str, body: Callable[[], int]) -> int:
         return 2
     except RunError as error:
         return run_error(error)
+    except PlanError as error:
+        if error.code is None:
+            sys.stderr.write(f"presk {command}: {error.message}\n")
+        else:
+            print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
+        return 1
     except HostRunError as error:
         return run_error(RunError(str(error)))
     except HostError as error:
@@ -232,6 +304,8 @@ class RunFlags:
     bits: int
     realization: Realization
     threads: int
+    layouts: dict[str, Layout]  # `--plan`'s (train only)
+    realize_text: str  # the realization as the user gave it
 
 
 def run_flags(args: argparse.Namespace) -> RunFlags | None:
@@ -241,11 +315,12 @@ def run_flags(args: argparse.Namespace) -> RunFlags | None:
         raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
     seed = natural("--seed", args.seed, 0, 2**64 - 1)
     bits = natural("--bits", args.bits, 8, 1 << 20)
-    realization = realization_of(args.realize)
-    if realization is None:
+    planned = planned_of(args)
+    if planned is None:
         return None
     threads = threads_of(args.threads) if args.backend == "native" else 1
-    return RunFlags(args.backend, seed, bits, realization, threads)
+    layouts = planned.plan.layouts
+    return RunFlags(args.backend, seed, bits, planned.realization, threads, layouts, planned.text)
 
 
 def program_of(args: argparse.Namespace) -> CheckedProgram:
@@ -275,7 +350,9 @@ def block_export_flags(args: argparse.Namespace, flag: str, what: str) -> BlockE
     if args.output is None:
         raise UsageError("-o DIR is required")
     seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
-    realization = realization_of(args.realize)
+    if getattr(args, "plan", None) is not None:
+        raise NotBuiltYet(f"--plan with {flag} (a plan lays out one entry's nests)")
+    realization = realization_of(args.realize or "f64")
     if realization is None:
         return None
     threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)

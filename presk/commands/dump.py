@@ -12,9 +12,12 @@ from presk.commands.common import (
     file_args,
     guard,
     later_flag,
-    realization_of,
+    plan_arg,
+    planned_of,
+    realization_arg,
     refuse_later_flags,
     remat_arg,
+    threads_of,
 )
 from presk.diagnostics import CommandError, Sink, Source, UsageError, print_diagnostics
 from presk.elab.program import LoadError, read_source
@@ -31,16 +34,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     file_args(dump)
     dump.add_argument("--stage", required=True, help=", ".join(STAGES))
     entry_args(dump)
-    dump.add_argument(
-        "--realize",
-        default="f64",
-        help="machine types for --stage kernel: f64, f32, bf16 or @FILE (a JSON realization)",
-    )
+    realization_arg(dump, "machine types for --stage kernel")
     remat_arg(dump)
     dump.add_argument(
         "--unroll-stack", action="store_true", help="write a stack as L calls instead of a fold"
     )
-    later_flag(dump, "--plan", "a layout plan of `presk plan`")
+    plan_arg(dump)
     later_flag(dump, "--format", "derivatives as equations")
     dump.set_defaults(handler=main)
 
@@ -124,12 +123,21 @@ def _kernels(args: argparse.Namespace, checked: object) -> int:
     assert isinstance(checked, CheckedProgram)
     if args.entry is None:
         raise UsageError("--stage kernel needs --entry (and its --dim values)")
-    realization = realization_of(args.realize)
-    if realization is None:
+    planned = planned_of(args)
+    if planned is None:
         return 1
+    realization = planned.realization
     try:
         chosen = choose_entry(checked, args.entry, args.dim)
-        request = Request(checked, chosen.entry, chosen.binding, realization, remat=args.remat)
+        request = Request(
+            checked,
+            chosen.entry,
+            chosen.binding,
+            realization,
+            remat=args.remat,
+            layouts=planned.plan.layouts,
+            machine_threads=threads_of(None),
+        )
         host = run_back_end(request, until="budget").host
     except (RunError, HostError, TypeError) as error:
         sys.stderr.write(f"presk dump: {getattr(error, 'message', error)}\n")
@@ -140,7 +148,7 @@ def _kernels(args: argparse.Namespace, checked: object) -> int:
     default = realization.default
     out = [
         f"-- {len(host.kernels)} kernels, {host.launches} launches, "
-        + (default if realization.uniform else f"{args.realize} (default {default})"),
+        + (default if realization.uniform else f"{args.realize or args.plan} (default {default})"),
         f"-- fusion: {host.launches_unfused} launches without it, {saved} saved ({share}%)",
     ]
     sys.stdout.write("\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels))

@@ -9,17 +9,20 @@ import gmpy2
 
 from presk.commands.common import (
     Chosen,
+    Planned,
     block_export_flags,
     choose_entry,
     const_overrides,
     entry_args,
     file_args,
     guard,
-    later_flag,
-    realization_of,
+    plan_arg,
+    planned_of,
+    realization_arg,
     refuse_later_flags,
+    threads_of,
 )
-from presk.diagnostics import UsageError, printable
+from presk.diagnostics import NotBuiltYet, UsageError, printable
 from presk.entries import concrete_type, natural
 from presk.export.c import CExport, ExportPlan, export_banner, plan_export
 from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
@@ -55,10 +58,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument(
         "--name", default=None, help="--mode library: the library's NAME (default: the file's stem)"
     )
-    export.add_argument(
-        "--realize", default="f64", help="f64 (default), f32, bf16 or @FILE (a JSON realization)"
-    )
-    later_flag(export, "--plan", "a layout plan of `presk plan`")
+    realization_arg(export, "machine types")
+    plan_arg(export)
     export.add_argument(
         "--conformance-entry", default=None, help="--target pytorch: a conformance test of E"
     )
@@ -143,9 +144,12 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError("--name names a library: give --mode library")
     if args.output is None:
         raise UsageError("-o DIR is required")
-    realization = realization_of(args.realize)
-    if realization is None:
+    if args.mode == "scop" and args.plan is not None:
+        raise UsageError("--mode scop writes every nest at point zero: drop --plan")
+    planned = planned_of(args)
+    if planned is None:
         return 1
+    realization, args.realize = planned.realization, planned.text
     if args.mode == "scop" and not realization.uniform:
         raise UsageError("--mode scop writes point zero: one type, f64, f32 or bf16")
     threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
@@ -154,12 +158,12 @@ def _export(args: argparse.Namespace) -> int:
     check_target(args.output)  # refused before any work, as write_plan would refuse it
     checked, _ = front_end(args.file, const_overrides(args.const))
     if args.mode == "library":
-        return _library(args, checked, entries, realization, threads)
+        return _library(args, checked, entries, planned, threads)
     chosen = choose_entry(checked, entries[0], args.dim)
     if args.mode == "scop":
         plan = _scop(args, chosen, realization)
     else:
-        plan = _program(args, chosen, realization, threads)
+        plan = _program(args, chosen, planned, threads)
     write_plan(plan, args.output, chosen.entry.text)
     sys.stdout.write(plan.summary + "\n")
     return 0
@@ -183,7 +187,7 @@ def _train(args: argparse.Namespace) -> int:
     available = epochs * batches.per_epoch
     total = batches.horizon(epochs, natural("--steps", args.steps, 1) if args.steps else None)
     request = CTrain(
-        checked, run, batches, args.file, realization, args.realize, threads, seed, total,
+        checked, run, batches, args.file, realization, args.realize or "f64", threads, seed, total,
         available, args.output,
     )  # fmt: skip
     plan = plan_train(request)
@@ -202,16 +206,18 @@ def _scop(args: argparse.Namespace, chosen: Chosen, realization: Realization) ->
 
 
 def _program(
-    args: argparse.Namespace, chosen: Chosen, realization: Realization, threads: int
+    args: argparse.Namespace, chosen: Chosen, planned: Planned, threads: int
 ) -> ExportPlan:
     info, dims, prefix = chosen.entry.info, chosen.binding.dims, chosen.binding.shown_prefix
     compiled = compile_entry(
         chosen.checked,
         chosen.entry,
         chosen.binding,
-        realization,
+        planned.realization,
         threads,
         banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
+        layouts=planned.plan.layouts,
+        machine_threads=threads_of(args.threads),
     )
     with gmpy2.context(precision=256):
         inputs = reference_inputs(info, dims, chosen.binding.prefix, 0)
@@ -239,10 +245,12 @@ def _library(
     args: argparse.Namespace,
     checked: CheckedProgram,
     entries: list[str],
-    realization: Realization,
+    planned: Planned,
     threads: int,
 ) -> int:
     """`--mode library`: each entry compiled as the native backend runs it, in one library."""
+    if planned.plan.layouts and len(entries) > 1:
+        raise NotBuiltYet("--plan in a library of several entries (a plan lays out one entry)")
 
     name = library_name(args.name, args.file)
     if len(entries) > 1:
@@ -257,9 +265,11 @@ def _library(
             chosen.checked,
             chosen.entry,
             chosen.binding,
-            realization,
+            planned.realization,
             threads,
             banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
+            layouts=planned.plan.layouts,
+            machine_threads=threads_of(args.threads),
         )
         output_type = concrete_type(info.ret, dims, prefix)
         compiled.append(LibraryEntry(entry, chosen.entry.text, dims, output_type))

@@ -70,7 +70,7 @@ def export_serve(args: argparse.Namespace) -> int:
         tuple((path, shapes[path]) for path in order),
         weights_bytes,
         args.file,
-        args.realize,
+        args.realize or "f64",
         threads,
         args.output,
         tuple(prompt),

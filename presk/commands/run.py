@@ -16,13 +16,16 @@ import gmpy2
 
 from presk.commands.common import (
     Chosen,
+    Planned,
     choose_entry,
     const_overrides,
     entry_args,
     file_args,
     guard,
     later_flag,
-    realization_of,
+    plan_arg,
+    planned_of,
+    realization_arg,
     refuse_later_flags,
     remat_arg,
     threads_of,
@@ -77,18 +80,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="native workers (default: PRESK_THREADS, else the machine's cores; 1: no split)",
     )
-    run.add_argument(
-        "--realize",
-        default="f64",
-        help="machine type of the native backend: f64 (default), f32, bf16 or @FILE",
-    )
+    realization_arg(run, "machine types of the native backend")
     run.add_argument(
         "--weights",
         default=None,
         metavar="F.psk.d",
         help="the parameter tree from a checkpoint (`presk train`) instead of the initializers",
     )
-    later_flag(run, "--plan", "a layout plan of `presk plan`")
+    plan_arg(run)
     later_flag(run, "--opt", "the exact rewrites of PSK-Core", takes_value=False)
     run.set_defaults(handler=main)
 
@@ -104,8 +103,8 @@ def _run(args: argparse.Namespace) -> int:
     digits = natural("--digits", args.digits, 1, 200)
     if args.backend not in ("interp", "native"):
         raise UsageError(f"--backend {args.backend}: expected `interp` or `native`")
-    realization = realization_of(args.realize)
-    if realization is None:
+    planned = planned_of(args)
+    if planned is None:
         return 1
     threads = threads_of(args.threads) if args.backend == "native" else 1
     checked, sink = front_end(args.file, const_overrides(args.const))
@@ -127,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"presk run: not built yet: {error}\n")
         return 2
     try:
-        return _evaluate(args, chosen, data, module, realization, threads, seed, bits, digits)
+        return _evaluate(args, chosen, data, module, planned, threads, seed, bits, digits)
     except ArgumentError as error:
         raise UsageError(f"--data {error}") from None
     except NotBuilt as error:
@@ -170,7 +169,7 @@ def _evaluate(
     chosen: Chosen,
     data: DataFile | None,
     module: Any,
-    realization: Any,
+    planned: Planned,
     threads: int,
     seed: int,
     bits: int,
@@ -188,9 +187,10 @@ def _evaluate(
                 chosen.checked,
                 chosen.entry,
                 chosen.binding,
-                realization,
+                planned.realization,
                 threads,
                 remat=args.remat,
+                layouts=planned.plan.layouts,
             )
         except HostError as error:
             raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None

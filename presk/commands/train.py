@@ -21,8 +21,9 @@ from typing import Any
 from presk.commands.common import (
     file_args,
     guard,
-    later_flag,
+    plan_arg,
     program_of,
+    realization_arg,
     refuse_later_flags,
     run_flags,
 )
@@ -60,7 +61,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     train.add_argument("--resume", metavar="DIR", help="continue from DIR's latest checkpoint")
     train.add_argument("--backend", default="interp", help="interp (the exact reference) or native")
-    train.add_argument("--realize", default="f64", help="native: f64 (default), f32, bf16 or @FILE")
+    realization_arg(train, "native: the machine types of the step")
     train.add_argument("--threads", default=None, help="native workers (default: the machine's)")
     train.add_argument("--seed", default="0", help="the seed of θ₀ (default 0)")
     train.add_argument("--bits", default="256", help="the reference's MPFR precision (default 256)")
@@ -69,7 +70,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE.png",
         help="draw loss and learning rate against the step; with a log.jsonl as FILE, redraw it",
     )
-    later_flag(train, "--plan", "a layout plan of `presk plan`")
+    plan_arg(train)
     train.set_defaults(handler=main)
 
 
@@ -130,7 +131,7 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
         total,
         model,
         args.backend,
-        realization.default if realization.uniform else args.realize,
+        realization.default if realization.uniform else flags.realize_text,
         bits,
         seed,
     )
@@ -138,7 +139,7 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     stepper: Stepper
     launches: tuple[int, int] | None = None
     if args.backend == "native":
-        native = NativeStepper(checked, run, dims, theta0, realization, threads)
+        native = NativeStepper(checked, run, dims, theta0, realization, threads, flags.layouts)
         launches = native.launches
         stepper = native
     else:

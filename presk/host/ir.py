@@ -156,13 +156,15 @@ class Site:
 class Launch:
     """A kernel called on its buffers (inputs, then outputs).
 
-    With `split`, the kernel's outer loop of `split` iterations is shared
-    among the OpenMP workers, each taking a contiguous part.
+    With `split`, the kernel's split loop (its outer loop, or the one at a
+    plan's depth) of `split` iterations is shared among the OpenMP workers,
+    each taking a contiguous part.
     """
 
     kernel: str
     args: tuple[Ptr, ...]
     split: int | None = None
+    workers: int | None = None  # a plan's count (at most the team); None: the whole team
 
 
 @dataclass(frozen=True, slots=True)

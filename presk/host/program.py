@@ -27,9 +27,19 @@ from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Tensor, Type
 from presk.host import ir as h
 from presk.host.ir import Axes, Function, HConst, HKey, HPending, HTensor, HTree, HValue
+from presk.host.plan import PlanError
 from presk.host.realization import Realization
 from presk.kernel import ir as kir
+from presk.kernel.layout import NO_SPLIT, Layout, Split
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
+from presk.kernel.lower.dispatch import lower_pack
+from presk.kernel.lower.layouts import (
+    LayoutError,
+    check_point,
+    nest_of,
+    panel_of,
+    with_pack_input,
+)
 from presk.kernel.text import kernel_text
 from presk.sched import fusion, split
 
@@ -150,8 +160,13 @@ class Recorder:
         fuse: bool = True,
         threads: int = 1,
         tiles: bool = True,
+        layouts: dict[str, Layout] | None = None,
+        machine_threads: int | None = None,
     ) -> None:
         self.tiles = tiles
+        self.machine_threads = threads if machine_threads is None else machine_threads
+        self.layouts = layouts or {}  # a plan's point per site
+        self.planned: set[str] = set()  # the sites whose point was used
         self.functions = {fn.name: fn for fn in module.functions}
         self.realization = realization
         self.dtype = realization.default
@@ -162,7 +177,7 @@ class Recorder:
         self.instances: dict[tuple[object, ...], Function] = {}
         self.numbered = 0  # instances named so far (a callee is named after its caller)
         self.order: list[Function] = []
-        self.kernels: dict[str, tuple[str, kir.Kernel]] = {}
+        self.kernels: dict[tuple[object, ...], tuple[str, kir.Kernel]] = {}
         self.launches = 0
         self.launches_unfused = 0
         self.dead = 0  # launches recorded for values nothing reads
@@ -171,33 +186,81 @@ class Recorder:
 
     # ------------------------------------------------------------ kernels
 
-    def kernel(self, launch: Launch) -> str:
-        """The C name of the kernel of a launch (identical kernels are printed once)."""
+    def kernel(self, launch: Launch, point: Layout | None = None) -> str:
+        """The C name of the kernel of a launch (identical kernels are printed once).
+
+        `point` is the plan's layout of the launch's nest, already checked
+        against it (`point_here`); its split is checked here, on the kernel.
+        """
         try:
             # A kernel computes in its root's arithmetic type (see Note [Fusion]).
             root = launch.output.dtype
             dtype = root if root in ("f64", "f32", "bf16") else self.dtype
-            k = lower(launch, dtype, self.tiles)
+            k = lower(launch, dtype, self.tiles, point)
         except LoweringError as error:
             raise HostError(str(error)) from None
-        if self.threads > 1 and split.splittable(k):
-            k = kir.Kernel(k.name, k.dtype, k.inputs, k.outputs, k.body, split=True)
-        text = kernel_text(k)
-        if text not in self.kernels:
-            self.kernels[text] = (f"presk_k{len(self.kernels)}", k)
-        c_name = self.kernels[text][0]
+        except LayoutError as error:
+            raise PlanError(f"{self.site}: {error}", "E7002") from None
+        k = self._split(k, None if point is None else point.split)
+        return self._named(k)
+
+    def _split(self, k: kir.Kernel, chosen: Split | None) -> kir.Kernel:
+        """The kernel split as the default chooses, or as the plan states (checked)."""
+        if chosen is None:
+            if self.threads > 1 and split.splittable(k):
+                return replace(k, split=True)
+            return k
+        if chosen == NO_SPLIT:
+            return k
+        machine = self.machine_threads
+        if chosen.workers not in {machine, max(1, machine // 2)}:
+            raise PlanError(
+                f"{self.site}: a split over {chosen.workers} workers, where the machine's "
+                f"count is {machine} (--threads or PRESK_THREADS): a split takes the "
+                "machine's count or half of it",
+                "E7002",
+            )
+        reason = split.split_reason(k, chosen.depth)
+        if reason is not None:
+            raise PlanError(f"{self.site}: {reason}", "E7002")
+        return replace(k, split=True, split_depth=chosen.depth, workers=chosen.workers)
+
+    def _named(self, k: kir.Kernel) -> str:
+        key = (kernel_text(k), k.split_depth, k.workers, k.lanes)
+        if key not in self.kernels:
+            self.kernels[key] = (f"presk_k{len(self.kernels)}", k)
+        c_name = self.kernels[key][0]
         sites = self.sites.setdefault(c_name, [])
         if self.site not in sites:
             sites.append(self.site)
         return c_name
 
+    def point_here(self, launch: Launch) -> Layout | None:
+        """The plan's point for the site being recorded, checked against its nest."""
+        point = self.layouts.get(self.site)
+        if point is None:
+            return None
+        self.planned.add(self.site)
+        try:
+            check_point(nest_of(launch), point)
+        except LayoutError as error:
+            raise PlanError(f"{self.site}: {error}", "E7002") from None
+        return point
+
+    def pack(self, launch: Launch) -> str:
+        """The kernel that copies a contraction's operand 1 to its panel (a point's pack)."""
+        root = launch.output.dtype
+        return self._named(
+            lower_pack(launch, root if root in ("f64", "f32", "bf16") else self.dtype)
+        )
+
     def launch(self, c_name: str, ptrs: list[h.Ptr]) -> h.Launch:
-        """A launch of a kernel: a call, or split among the workers over its outer loop."""
+        """A launch of a kernel: a call, or split among the workers over one of its loops."""
         k = next(kernel for name, kernel in self.kernels.values() if name == c_name)
         if not k.split:
             return h.Launch(c_name, tuple(ptrs))
         self.splits += 1
-        return h.Launch(c_name, tuple(ptrs), split.outer_bound(k))
+        return h.Launch(c_name, tuple(ptrs), split.bound_at(k, k.split_depth), k.workers or None)
 
     # ------------------------------------------------------------ instances
 
@@ -445,7 +508,18 @@ class _Body:
         operands = [operand(arg) for arg in args]
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
-        c_name = self.rec.kernel(Launch(steps, inputs, out_buffer))
+        launch = Launch(steps, inputs, out_buffer)
+        point = self.rec.point_here(launch)
+        if point is not None and point.pack:
+            # The pack is a launch of its own into a panel of the frame, just before.
+            panel = panel_of(launch)
+            panel_value = self.alloc(panel.dtype, panel.axes)
+            self.emit(self.rec.launch(self.rec.pack(launch), [*ptrs, panel_value.ptr]))
+            self.rec.launches += 1
+            self.rec.launches_unfused += 1
+            launch = with_pack_input(launch, panel)
+            ptrs = [*ptrs, panel_value.ptr]
+        c_name = self.rec.kernel(launch, point)
         self.emit(self.rec.launch(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += len(steps)
@@ -722,16 +796,31 @@ def record(
     realization: Realization,
     threads: int = 1,
     tiles: bool = True,
+    layouts: dict[str, Layout] | None = None,
+    machine_threads: int | None = None,
 ) -> HostProgram:
     """Record an entry at concrete dims on arguments of these layouts.
 
     With `threads` > 1, kernels whose outer loop is parallel and whose work is
     large enough are split over OpenMP workers (presk/sched/split.py).
     """
-    rec = Recorder(module, realization, threads=threads, tiles=tiles)
+    rec = Recorder(
+        module,
+        realization,
+        threads=threads,
+        tiles=tiles,
+        layouts=layouts,
+        machine_threads=machine_threads,
+    )
     ptrs = [f"in{i}" for i in range(sum(len(leaves(a)) for a in args))]
     entry_args = [rebind(a, ptrs) for a in args]
     inst = rec.instance(entry, dims, entry_args)
+    unused = sorted(set(rec.layouts) - rec.planned)
+    if unused:
+        raise PlanError(
+            f"the plan names `{unused[0]}`, which is no nest of `{entry}` at these dims "
+            "(sites are named as `presk dump --stage core` names them)"
+        )
     inputs = [p for i, a in enumerate(args) for p in leaf_paths(a, f"arg{i}")]
     outputs = [(p, leaf) for p, leaf in leaf_paths(inst.result, "out") if isinstance(leaf, HTensor)]
     return HostProgram(

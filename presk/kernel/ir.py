@@ -343,5 +343,10 @@ class Kernel:
     inputs: tuple[Buffer, ...]
     outputs: tuple[Buffer, ...]
     body: tuple[Stmt, ...]
-    # The outer loop runs over [lo, hi) given by the caller: one worker's share.
+    # The loop at `split_depth` runs over [lo, hi) given by the caller: one worker's
+    # share; the loops around it run in full (a layout plan's split at a depth).
     split: bool = False
+    split_depth: int = 0
+    workers: int = 0  # a plan's worker count for the split (0: the caller's team)
+    # False: the printer keeps every loop scalar (a plan's `lanes: 1` on an elementwise nest).
+    lanes: bool = True

@@ -138,6 +138,8 @@ def kernel_text(k: ir.Kernel) -> str:
     inputs = ", ".join(buffer_type(b) for b in k.inputs)
     outputs = ", ".join(buffer_type(b) for b in k.outputs)
     head = "kernel split" if k.split else "kernel"
+    if k.split and k.split_depth:
+        head = f"kernel split@{k.split_depth}"
     lines = [f"{head} {k.name} ({inputs}) -> {outputs} {{"]
     lines.extend(stmts(k.body, 1))
     lines.append("}")

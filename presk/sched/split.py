@@ -24,9 +24,73 @@ WORK_THRESHOLD = 1 << 15
 
 def outer_bound(kernel: ir.Kernel) -> int:
     """The trip count of the kernel's outer loop."""
-    (loop,) = kernel.body
+    return bound_at(kernel, 0)
+
+
+def bound_at(kernel: ir.Kernel, depth: int) -> int:
+    """The trip count of the loop at `depth` of a perfect nest."""
+    loop = _loop_at(kernel.body, depth)
     assert isinstance(loop, ir.For)
     return loop.bound
+
+
+def _loop_at(body: tuple[ir.Stmt, ...], depth: int) -> ir.For | int:
+    """The loop at `depth` if the loops down to it are a perfect nest, else the depth
+    where the nest stops being one."""
+    for level in range(depth + 1):
+        if len(body) != 1 or not isinstance(body[0], ir.For):
+            return level
+        loop = body[0]
+        body = loop.body
+    return loop
+
+
+def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
+    """None if a plan may split the loop at `depth` among workers, else why not.
+
+    The loops down to it must be a perfect nest, and it must be parallel:
+    every store into an output and every load from one indexes some axis by
+    its variable `v` (or by c·v + t, 0 <= t < c, a block of a tiled loop),
+    so no two iterations touch one element. Then each worker computes its
+    elements exactly as one worker would.
+    """
+    loop = _loop_at(kernel.body, depth)
+    if isinstance(loop, int):
+        return (
+            f"a split at depth {depth}: the loops down to it are not a perfect nest "
+            f"(depth {loop} holds something other than one loop)"
+        )
+    outputs = {b.index for b in kernel.outputs}
+    accesses: list[ir.Store | ir.VStore | ir.Load | ir.VLoad] = list(_stores(loop.body))
+    accesses += [a for a in _loads(loop.body) if a.buffer.index in outputs]
+    for access in accesses:
+        width = (
+            _width(access)
+            if not isinstance(access, (ir.Load, ir.VLoad))
+            else (access.lanes if isinstance(access, ir.VLoad) else 1)
+        )
+        if access.buffer.index in outputs and not any(
+            _owns(i, loop.var, width) for i in access.index
+        ):
+            return (
+                f"a split at depth {depth}: loop {loop.var} is not parallel (two of its "
+                "iterations reach one output element, as a loop over blocks of K or along "
+                "a softmax's row does)"
+            )
+    if not accesses:
+        return f"a split at depth {depth}: loop {loop.var} writes no output"
+    return None
+
+
+def _loads(node: object) -> list[ir.Load | ir.VLoad]:
+    """Every load inside a statement or expression tree."""
+    if isinstance(node, (ir.Load, ir.VLoad)):
+        return [node]
+    if isinstance(node, tuple):
+        return [x for item in node for x in _loads(item)]
+    if hasattr(node, "__dataclass_fields__"):
+        return [x for name in node.__dataclass_fields__ for x in _loads(getattr(node, name))]
+    return []
 
 
 def _stores(
@@ -101,4 +165,6 @@ def _owns(index: ir.Index, var: str, width: int) -> bool:
     match index:
         case ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)), ir.IConst(c)):
             return v == var and c >= 0 and c + width <= w
+        case ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)):
+            return v == var and width <= w
     return False

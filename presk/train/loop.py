@@ -10,7 +10,7 @@ and the same batches everywhere.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw, to_reference
 from presk.interp.tensor import Kind, Tensor
 from presk.interp.tree import Tree
+from presk.kernel.layout import Layout
 from presk.pipeline import compile_entry, core_module
 from presk.train import checkpoint
 from presk.train.data import Batches
@@ -197,6 +198,7 @@ class NativeStepper:
         theta0: dict[str, Any],
         realization: Realization,
         threads: int,
+        layouts: Mapping[str, Layout] | None = None,
     ) -> None:
         entry = Entry(run.step, run.step.name, {})
         self.compiled = compile_entry(
@@ -206,6 +208,7 @@ class NativeStepper:
             optimizer_scalars_in_f64(realization, run),
             threads,
             banner=f"training step {run.step.name}",
+            layouts=layouts,
         )
         env = dims_env(dims)
         self.batch_ty: Type = subst(run.objective.params[1][1], env)

@@ -42,7 +42,9 @@ typedef struct presk_arena {
 
 /* Vector lanes (GCC and Clang vector extensions): each lane is its own output
  * column, so a vector kernel computes its scalar form's bits. */
+typedef double presk_v4d __attribute__((vector_size(32)));
 typedef double presk_v8d __attribute__((vector_size(64)));
+typedef float presk_v4f __attribute__((vector_size(16)));
 typedef float presk_v8f __attribute__((vector_size(32)));
 typedef float presk_v16f __attribute__((vector_size(64)));
 

@@ -1,6 +1,6 @@
 """Lowering: a primitive (or a fused group) at concrete shapes to a PSK-Kernel kernel.
 
-`lower(launch, dtype, tiles)` takes a `Launch` (the primitive steps of one
+`lower(launch, dtype, tiles, layout)` takes a `Launch` (the primitive steps of one
 fusion group, with the concrete buffers they read and the buffer the root
 writes) and returns an `ir.Kernel`. The loop nests follow the reference
 interpreter's semantics rule for rule. One module per family:
@@ -12,6 +12,8 @@ interpreter's semantics rule for rule. One module per family:
   reductions.py    sum, mean, max, sum_to, reduce_vjp, zeros_like
   contractions.py  dot, ein and their adjoints, row-wise
   tiles.py         the tiled and packed forms of a matrix product
+  adjoint_tiles.py contractions as products over views, and their packed form
+  layouts.py       one builder for every tiled point of a plan's layout space
   softmax.py       softmax, log_softmax, cross_entropy, argmax, sample
   gathers.py       embed, one_hot, causal_mask, positions, layout copies
 """

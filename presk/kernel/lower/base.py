@@ -142,6 +142,7 @@ class Names:
     """Fresh loop variables i0, i1, … and scalars s0, s1, … of one kernel, and its options."""
 
     tiles: bool  # whether contractions may take their tiled forms (else point zero)
+    passes: int = 3  # a softmax's passes over its row (a layout plan may state 2)
     loops: int = 0
     scalars: int = 0
 

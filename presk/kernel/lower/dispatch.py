@@ -3,16 +3,19 @@
 A fused launch (several steps) or an elementwise primitive is one nest
 (elementwise.py); any other primitive has one rule in `RULES`. Every
 `PrimName` is in exactly one of `ELEMENTWISE` and `RULES` (a unit test says
-so). The only option is `tiles`: whether a contraction may take a tiled form.
+so). The options are `tiles` (whether a contraction may take a tiled form) and
+a plan's `layout` for the nest (kernel/layout.py, built by layouts.py).
 """
 
 from __future__ import annotations
 
 import presk.kernel.lower.contractions as contractions
 import presk.kernel.lower.gathers as gathers
+import presk.kernel.lower.layouts as layouts
 import presk.kernel.lower.reductions as reductions
 import presk.kernel.lower.softmax as softmax
 from presk.kernel import ir
+from presk.kernel.layout import Layout
 from presk.kernel.lower.base import Launch, Names, PrimName, Rule, prim_name
 from presk.kernel.lower.elementwise import ELEMENTWISE, dropout, elementwise
 
@@ -51,22 +54,38 @@ RULES: dict[PrimName, Rule] = {
 }
 
 
-def lower(launch: Launch, dtype: str, tiles: bool = True) -> ir.Kernel:
+def lower(
+    launch: Launch, dtype: str, tiles: bool = True, layout: Layout | None = None
+) -> ir.Kernel:
     """The kernel of a launch, computing in `dtype` (f64, f32 or bf16).
 
     `tiles=False` gives point zero (row-wise contractions, no lanes); True lets a
-    contraction take its tiled forms.
+    contraction take its tiled forms. A `layout` (a plan's point for this nest,
+    checked by `layouts.check_point`) chooses among them; its split is the
+    caller's (sched/split.py).
     """
     root = launch.steps[-1]
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
-    names = Names(tiles=tiles)
-    if len(launch.steps) > 1:
+    point = layout or Layout()
+    names = Names(tiles=tiles and point.form != "rowwise", passes=point.passes or 3)
+    if point.form == "tiled":
+        body = layouts.tiled(root, launch, names, point)
+    elif len(launch.steps) > 1:
         body = elementwise(launch, names)
     else:
         prim = prim_name(root.name)
         rule = RULES.get(prim)
         body = elementwise(launch, names) if rule is None else rule(root, launch, names)
-    return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body)
+    lanes = point.lanes != 1 or point.form == "tiled"
+    return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes)
 
 
-__all__ = ["ELEMENTWISE", "RULES", "lower"]
+def lower_pack(launch: Launch, dtype: str) -> ir.Kernel:
+    """The kernel that copies a contraction's operand 1 into its [batch…, K, J] panel."""
+    panel = layouts.panel_of(launch)
+    copy = Launch(launch.steps, launch.inputs, panel)
+    body = layouts.pack_body(copy, Names(tiles=False))
+    return ir.Kernel("pack", dtype, tuple(launch.inputs), (panel,), body)
+
+
+__all__ = ["ELEMENTWISE", "RULES", "lower", "lower_pack"]

@@ -90,6 +90,8 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
                 ),
             ),
         )
+        if names.passes == 2 and not log:
+            return nest(sizes, outer, (*body[:2], *_two_passes(out, at, j, n, e, s, m, x, None)))
         if log:
             value: Expr = Bin(BinOp.SUB, Bin(BinOp.SUB, Load(x, at), Var(m)), Fn(Libm.LOG, Var(s)))
         else:
@@ -121,6 +123,10 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
                 ),
             ),
         ),
+    )
+    if names.passes == 2 and not log:
+        return nest(sizes, outer, (*body, *_two_passes(out, at, j, n, e, s, m, x, allowed)))
+    body += (
         Let(s, ZERO),
         For(
             j,
@@ -155,6 +161,33 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         ),
     )
     return nest(sizes, outer, body)
+
+
+def _two_passes(
+    out: Buffer,
+    at: tuple[Index, ...],
+    j: str,
+    n: int,
+    e: str,
+    s: str,
+    m: str,
+    x: Buffer,
+    allowed: Cmp | None,
+) -> tuple[Stmt, ...]:
+    """A layout plan's two passes after the maximum: each exponential computed once,
+    stored in the output while the sum is taken, then divided in place. Storing it is
+    exact where the storage type is the arithmetic type (f64, f32; a plan cannot state
+    this for bf16), so the bits are the three passes'."""
+    exp: Stmt = Let(e, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m))))
+    keep = (exp, Store(out, at, Var(e)), Let(s, Bin(BinOp.ADD, Var(s), Var(e))))
+    divide: Stmt = Store(out, at, Bin(BinOp.DIV, Load(out, at), Var(s)))
+    if allowed is None:
+        return (Let(s, ZERO), For(j, n, keep), For(j, n, (divide,)))
+    return (
+        Let(s, ZERO),
+        For(j, n, (If(allowed, keep, (Store(out, at, ZERO),)),)),
+        For(j, n, (If(allowed, (divide,), ()),)),
+    )
 
 
 def softmax_vjp(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
