@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
+.PHONY: layout-check plan-check export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ conformance: $(STAMP)
 
 c-conformance: $(STAMP)
 	$(PY) conformance/c_export.py
+
+# Every point of every layout space checked against point zero's bits, natively.
+layout-check: $(STAMP)
+	PRESK_LAYOUTS=full $(PY) -m pytest -q tests/test_layouts.py -k every_point
+
+# A plan stating every default prints every conformance entry's C text unchanged.
+plan-check: $(STAMP)
+	$(PY) conformance/plan_check.py
 
 libm-check: $(STAMP)
 	$(PY) libm/check_libm.py

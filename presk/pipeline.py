@@ -136,8 +136,8 @@ class Request:
     tiles: bool = True  # False: point zero, every contraction row-wise (export --mode scop)
     profile: bool = False  # each launch timed (bench --by-kernel); the same bits
     layouts: Mapping[str, Layout] = field(default_factory=dict)  # a plan's point per site
-    # The machine's worker count a plan's splits are checked against (None: `threads`);
-    # `dump` records on one thread but checks a plan as `run` would.
+    # The machine's worker count a plan's splits are checked against (None: `threads`;
+    # 0: none, as `dump` shows kernels it does not run).
     machine_threads: int | None = None
 
     @property

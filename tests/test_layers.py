@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"build"},
     {"backends"},
     {"pipeline"},
+    {"tune"},
     {"train"},
     {"serve"},
     {"export"},

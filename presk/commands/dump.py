@@ -17,7 +17,6 @@ from presk.commands.common import (
     realization_arg,
     refuse_later_flags,
     remat_arg,
-    threads_of,
 )
 from presk.diagnostics import CommandError, Sink, Source, UsageError, print_diagnostics
 from presk.elab.program import LoadError, read_source
@@ -136,7 +135,7 @@ def _kernels(args: argparse.Namespace, checked: object) -> int:
             realization,
             remat=args.remat,
             layouts=planned.plan.layouts,
-            machine_threads=threads_of(None),
+            machine_threads=0,
         )
         host = run_back_end(request, until="budget").host
     except (RunError, HostError, TypeError) as error:

@@ -113,6 +113,8 @@ def point_of(value: object, where: str) -> Layout:
     pack = value.get("pack")
     if pack is not None and not isinstance(pack, bool):
         raise PlanError(f"{where}: `pack` is true or false")
+    if form is None and any(value.get(f) is not None for f in ("tile", "kblock", "order", "pack")):
+        form = "tiled"  # a tile (a block of K, an order, a pack) is the tiled form's
     return Layout(
         form=form if isinstance(form, str) else None,
         tile=tile,

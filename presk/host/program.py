@@ -129,6 +129,7 @@ class HostProgram:
     sites: dict[str, list[str]] = field(default_factory=dict)  # kernel → sites, `fn/%N`
     params: tuple[str, ...] = ()  # the entry's parameter names, as the program spells them
     folds: int = 0  # host loops over stacked layers
+    nests: dict[str, list[tuple[Launch, str]]] = field(default_factory=dict)  # site → nests
 
     @property
     def arena_bytes(self) -> int:
@@ -150,6 +151,35 @@ def _bytes(value: HTensor) -> int:
     return value.size * Dtype(value.dtype).size
 
 
+def split_kernel(k: kir.Kernel, chosen: Split | None, threads: int, machine: int) -> kir.Kernel:
+    """The kernel split as the default chooses (over `threads`), or as a plan states;
+    a stated split is checked on the kernel and against the `machine`'s worker count
+    (0: not checked, as `dump` shows kernels without running them)."""
+    if chosen is None:
+        if threads > 1 and split.splittable(k):
+            return replace(k, split=True)
+        return k
+    if chosen == NO_SPLIT:
+        return k
+    if machine and chosen.workers not in {machine, max(1, machine // 2)}:
+        raise LayoutError(
+            f"a split over {chosen.workers} workers, where the machine's count is {machine} "
+            "(--threads or PRESK_THREADS): a split takes the machine's count or half of it"
+        )
+    reason = split.split_reason(k, chosen.depth)
+    if reason is not None:
+        raise LayoutError(reason)
+    # The whole team is the default's count: the same launch as the default's split.
+    workers = 0 if chosen.workers == threads else chosen.workers
+    return replace(k, split=True, split_depth=chosen.depth, workers=workers)
+
+
+def kernel_dtype(launch: Launch, default: str) -> str:
+    """A kernel computes in its root's arithmetic type (see Note [Fusion])."""
+    root = launch.output.dtype
+    return root if root in ("f64", "f32", "bf16") else default
+
+
 class Recorder:
     """Records instances on demand; kernels are shared between identical nests."""
 
@@ -167,6 +197,9 @@ class Recorder:
         self.machine_threads = threads if machine_threads is None else machine_threads
         self.layouts = layouts or {}  # a plan's point per site
         self.planned: set[str] = set()  # the sites whose point was used
+        # Each site's nests (one per shape it is recorded at), with their kernels' type:
+        # what a plan lays out, one point for all of them.
+        self.nests: dict[str, list[tuple[Launch, str]]] = {}
         self.functions = {fn.name: fn for fn in module.functions}
         self.realization = realization
         self.dtype = realization.default
@@ -193,10 +226,7 @@ class Recorder:
         against it (`point_here`); its split is checked here, on the kernel.
         """
         try:
-            # A kernel computes in its root's arithmetic type (see Note [Fusion]).
-            root = launch.output.dtype
-            dtype = root if root in ("f64", "f32", "bf16") else self.dtype
-            k = lower(launch, dtype, self.tiles, point)
+            k = lower(launch, kernel_dtype(launch, self.dtype), self.tiles, point)
         except LoweringError as error:
             raise HostError(str(error)) from None
         except LayoutError as error:
@@ -205,25 +235,10 @@ class Recorder:
         return self._named(k)
 
     def _split(self, k: kir.Kernel, chosen: Split | None) -> kir.Kernel:
-        """The kernel split as the default chooses, or as the plan states (checked)."""
-        if chosen is None:
-            if self.threads > 1 and split.splittable(k):
-                return replace(k, split=True)
-            return k
-        if chosen == NO_SPLIT:
-            return k
-        machine = self.machine_threads
-        if chosen.workers not in {machine, max(1, machine // 2)}:
-            raise PlanError(
-                f"{self.site}: a split over {chosen.workers} workers, where the machine's "
-                f"count is {machine} (--threads or PRESK_THREADS): a split takes the "
-                "machine's count or half of it",
-                "E7002",
-            )
-        reason = split.split_reason(k, chosen.depth)
-        if reason is not None:
-            raise PlanError(f"{self.site}: {reason}", "E7002")
-        return replace(k, split=True, split_depth=chosen.depth, workers=chosen.workers)
+        try:
+            return split_kernel(k, chosen, self.threads, self.machine_threads)
+        except LayoutError as error:
+            raise PlanError(f"{self.site}: {error}", "E7002") from None
 
     def _named(self, k: kir.Kernel) -> str:
         key = (kernel_text(k), k.split_depth, k.workers, k.lanes)
@@ -249,10 +264,7 @@ class Recorder:
 
     def pack(self, launch: Launch) -> str:
         """The kernel that copies a contraction's operand 1 to its panel (a point's pack)."""
-        root = launch.output.dtype
-        return self._named(
-            lower_pack(launch, root if root in ("f64", "f32", "bf16") else self.dtype)
-        )
+        return self._named(lower_pack(launch, kernel_dtype(launch, self.dtype)))
 
     def launch(self, c_name: str, ptrs: list[h.Ptr]) -> h.Launch:
         """A launch of a kernel: a call, or split among the workers over one of its loops."""
@@ -509,6 +521,9 @@ class _Body:
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
         launch = Launch(steps, inputs, out_buffer)
+        seen = self.rec.nests.setdefault(self.rec.site, [])
+        if (launch, kernel_dtype(launch, self.rec.dtype)) not in seen:
+            seen.append((launch, kernel_dtype(launch, self.rec.dtype)))
         point = self.rec.point_here(launch)
         if point is not None and point.pack:
             # The pack is a launch of its own into a panel of the frame, just before.
@@ -836,6 +851,7 @@ def record(
         rec.sites,
         tuple(p.name for p in rec.functions[entry].params),
         rec.folds,
+        rec.nests,
     )
 
 

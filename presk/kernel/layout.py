@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, fields, replace
 from enum import Enum
+from typing import assert_never
 
 KBLOCKS = (32, 128)  # the blocks of K a plan may state (none: one block)
 ROW_TILES = (1, 2, 4)
@@ -109,9 +110,6 @@ class Layout:
         return ", ".join(parts)
 
 
-POINT_ZERO = Layout(form="rowwise", split=NO_SPLIT)
-
-
 @dataclass(frozen=True)
 class Nest:
     """What the space of one nest depends on: its kind, type and contraction shape."""
@@ -122,6 +120,19 @@ class Nest:
     n: int = 0
     k: int = 0
     contiguous: bool = True  # operand 1 is consecutive along J (lanes need no pack)
+
+
+def point_zero(nest: Nest) -> Layout:
+    """The point every other is checked against: the row-wise form, one worker, no lanes."""
+    match nest.kind:
+        case NestKind.CONTRACTION:
+            return Layout(form="rowwise", split=NO_SPLIT)
+        case NestKind.ELEMENTWISE:
+            return Layout(lanes=1, split=NO_SPLIT)
+        case NestKind.SOFTMAX | NestKind.OTHER:
+            return Layout(split=NO_SPLIT)
+        case _:
+            assert_never(nest.kind)
 
 
 def register_lanes(dtype: str) -> int:
@@ -168,7 +179,7 @@ def space(nest: Nest, splits: tuple[Split, ...] = (), full: bool = True) -> list
     `splits` are the splits to try on each point (their legality at a depth is
     the kernel's, checked once it is lowered: see sched/split.py).
     """
-    base: list[Layout] = [POINT_ZERO, Layout()]
+    base: list[Layout] = [Layout()]
     match nest.kind:
         case NestKind.CONTRACTION:
             base += contraction_points(nest, full)
@@ -179,21 +190,23 @@ def space(nest: Nest, splits: tuple[Split, ...] = (), full: bool = True) -> list
             base.append(Layout(lanes=1))
         case NestKind.OTHER:
             pass
-    points = list(base)
-    for point in base[1:]:
+        case _:
+            assert_never(nest.kind)
+    points = [point_zero(nest), *base]
+    for point in base:
         points += [replace(point, split=s) for s in splits]
     return points
 
 
 __all__ = [
     "NO_SPLIT",
-    "POINT_ZERO",
     "Layout",
     "Nest",
     "NestKind",
     "Split",
     "contraction_points",
     "lane_choices",
+    "point_zero",
     "register_lanes",
     "space",
 ]

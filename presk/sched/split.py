@@ -64,14 +64,7 @@ def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
     accesses: list[ir.Store | ir.VStore | ir.Load | ir.VLoad] = list(_stores(loop.body))
     accesses += [a for a in _loads(loop.body) if a.buffer.index in outputs]
     for access in accesses:
-        width = (
-            _width(access)
-            if not isinstance(access, (ir.Load, ir.VLoad))
-            else (access.lanes if isinstance(access, ir.VLoad) else 1)
-        )
-        if access.buffer.index in outputs and not any(
-            _owns(i, loop.var, width) for i in access.index
-        ):
+        if access.buffer.index in outputs and not _owned(access, loop.var):
             return (
                 f"a split at depth {depth}: loop {loop.var} is not parallel (two of its "
                 "iterations reach one output element, as a loop over blocks of K or along "
@@ -80,6 +73,21 @@ def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
     if not accesses:
         return f"a split at depth {depth}: loop {loop.var} writes no output"
     return None
+
+
+def _owned(access: ir.Store | ir.VStore | ir.Load | ir.VLoad, var: str) -> bool:
+    """Whether some index of the access gives each value of `var` its own elements; a
+    vector's lanes run along the last index only."""
+    lanes = 1
+    if isinstance(access, ir.VLoad):
+        lanes = access.lanes
+    elif isinstance(access, ir.VStore):
+        lanes = vector_lanes(access.value)
+    last = len(access.index) - 1
+    return any(
+        _owns(index, var, lanes if position == last else 1)
+        for position, index in enumerate(access.index)
+    )
 
 
 def _loads(node: object) -> list[ir.Load | ir.VLoad]:

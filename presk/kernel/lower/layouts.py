@@ -134,7 +134,7 @@ def nest_of(launch: Launch) -> Nest:
         if p is not None and one_type:
             return Nest(NestKind.CONTRACTION, dtype, p.m, p.n, p.k, p.b_vector is not None)
         return Nest(NestKind.OTHER, dtype)
-    if name in SOFTMAXES and not (len(root.operands) > 1):
+    if name in SOFTMAXES:
         return Nest(NestKind.SOFTMAX, dtype)
     return Nest(NestKind.ELEMENTWISE if name in ELEMENTWISE else NestKind.OTHER, dtype)
 

@@ -1,0 +1,243 @@
+"""Points of a nest compiled side by side, run on the same inputs, timed and compared.
+
+Every point of a nest's space is lowered to its kernels (a pack's kernel
+first), split as it states, and printed as C with a wrapper that launches
+them as the host program would (an OpenMP region over the split loop).
+All the points of a nest are one translation unit, compiled once; each
+runs on the same inputs, drawn once in each input's storage type, and its
+output bytes are compared with point zero's. A point its nest cannot take
+at these shapes (a split on a loop that is not parallel, say) is reported
+as ill-formed with its reason, not run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from presk.build.compile import build
+from presk.build.load import Library, load
+from presk.cgen.c_printer import C_STORAGE, kernel_c
+from presk.cgen.program import runtime_text
+from presk.dtypes import Dtype, f32_to_bf16
+from presk.host.program import split_kernel
+from presk.kernel import ir
+from presk.kernel.layout import Layout
+from presk.kernel.lower import lower
+from presk.kernel.lower.dispatch import lower_pack
+from presk.kernel.lower.layouts import LayoutError, check_point, panel_of, with_pack_input
+from presk.sched.split import bound_at
+from presk.tune.capture import Captured
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A point's kernels (the pack's first, if any), or why the nest cannot take it."""
+
+    point: Layout
+    kernels: tuple[ir.Kernel, ...] = ()
+    panel: ir.Buffer | None = None
+    refused: str | None = None
+
+
+def lower_point(nest: Captured, point: Layout, threads: int) -> Lowered:
+    """The kernels of `point` at the nest's shapes, checked as a plan's point is."""
+    try:
+        check_point(nest.nest, point)
+        launch, kernels, panel = nest.launch, [], None
+        if point.pack:
+            panel = panel_of(launch)
+            kernels.append(lower_pack(launch, nest.dtype))
+            launch = with_pack_input(launch, panel)
+        k = lower(launch, nest.dtype, True, point)
+        kernels.append(split_kernel(k, point.split, 1, threads))
+    except LayoutError as error:
+        return Lowered(point, refused=str(error))
+    return Lowered(point, tuple(kernels), panel)
+
+
+def _c_pointer(buffer: ir.Buffer) -> str:
+    return "presk_key" if buffer.dtype == "key" else C_STORAGE[buffer.dtype]
+
+
+def _call(k: ir.Kernel, name: str, args: list[str]) -> list[str]:
+    """A kernel's launch inside a wrapper: a call, or an OpenMP region over its split."""
+    if not k.split:
+        return [f"    {name}({', '.join(args)});"]
+    n = bound_at(k, k.split_depth)
+    team = f"({k.workers} < threads ? {k.workers} : threads)" if k.workers else "threads"
+    joined = ", ".join(args)
+    return [
+        "#ifdef _OPENMP",
+        f"    #pragma omp parallel num_threads({team})",
+        "    {",
+        "        int64_t w = omp_get_num_threads(), t = omp_get_thread_num();",
+        f"        {name}({joined}, {n} * t / w, {n} * (t + 1) / w);",
+        "    }",
+        "#else",
+        f"    {name}({joined}, 0, {n});",
+        "#endif",
+    ]
+
+
+def unit_text(nests: list[list[Lowered]]) -> tuple[str, str]:
+    """The C text of every runnable point of every nest, and its cffi declarations
+    (`presk_point_N_I`, point I of nest N)."""
+    parts = [runtime_text(), "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"]
+    cdef: list[str] = []
+    for n, points in enumerate(nests):
+        for i, lowered in enumerate(points):
+            if lowered.refused is not None:
+                continue
+            body: list[str] = []
+            for j, k in enumerate(lowered.kernels):
+                name = f"presk_p{n}_{i}_k{j}"
+                parts.append(kernel_c(k, name))
+                args = [
+                    f"({'const ' if b in k.inputs else ''}{_c_pointer(b)} *)b[{b.index}]"
+                    for b in (*k.inputs, *k.outputs)
+                ]
+                body += _call(k, name, args)
+            wrapper = f"void presk_point_{n}_{i}(void **b, int threads)"
+            parts.append(wrapper + " {\n    (void)threads;\n" + "\n".join(body) + "\n}\n")
+            cdef.append(wrapper + ";")
+    return "\n".join(parts), "\n".join(cdef)
+
+
+def inputs_for(nest: Captured, seed: int = 0) -> list[npt.NDArray[Any]]:
+    """One array per input buffer, in its storage type: normals for reals, 0 and 1
+    for indices and masks, random words for keys."""
+    rng = np.random.default_rng(seed)
+    out: list[npt.NDArray[Any]] = []
+    for b in nest.launch.inputs:
+        shape = b.shape or (1,)
+        match b.dtype:
+            case "f64" | "f32":
+                out.append(rng.standard_normal(shape).astype(Dtype(b.dtype).numpy))
+            case "bf16":
+                out.append(f32_to_bf16(rng.standard_normal(shape).astype(np.float32)))
+            case "key":
+                out.append(rng.integers(0, 2**32, 2, dtype=np.uint32))
+            case _:
+                out.append(rng.integers(0, 2, shape).astype(Dtype(b.dtype).numpy))
+    return out
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A point run: its output bytes' verdict against point zero's, and its times."""
+
+    point: Layout
+    refused: str | None
+    same: bool | None  # None: not run
+    times: tuple[float, ...] = ()
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+
+@dataclass
+class Bench:
+    """The points of one nest as a loaded library, with their inputs and outputs."""
+
+    nest: Captured
+    points: list[Lowered]
+    library: Library
+    inputs: list[npt.NDArray[Any]]
+    number: int  # the nest's number in the library's symbols
+
+    def run(self, i: int, threads: int) -> list[npt.NDArray[Any]]:
+        """Point i once: its outputs (and its panel's scratch), fresh arrays."""
+        outputs = self.fresh_outputs()
+        self._invoke(i, [*self._with_panel(i), *outputs], threads)
+        return outputs
+
+    def _with_panel(self, i: int) -> list[npt.NDArray[Any]]:
+        """The inputs, then the scratch a pack fills (the kernels' buffer order)."""
+        panel = self.points[i].panel
+        if panel is None:
+            return [*self.inputs]
+        return [*self.inputs, np.empty(panel.size or 1, dtype=Dtype(panel.dtype).numpy)]
+
+    def _invoke(self, i: int, arrays: list[npt.NDArray[Any]], threads: int) -> None:
+        ffi, lib = self.library.ffi, self.library.lib
+        pointers = ffi.new("void *[]", [ffi.cast("void *", ffi.from_buffer(a)) for a in arrays])
+        getattr(lib, f"presk_point_{self.number}_{i}")(pointers, threads)
+
+    def fresh_outputs(self) -> list[npt.NDArray[Any]]:
+        launch = self.nest.launch
+        outs = launch.outputs or [launch.output]
+        return [_nan_filled(b) for b in outs]
+
+    def time(self, i: int, threads: int, repeat: int) -> tuple[float, ...]:
+        """Point i timed `repeat` times after one warm-up call, in seconds."""
+        arrays = [*self._with_panel(i), *self.fresh_outputs()]
+        self._invoke(i, arrays, threads)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self._invoke(i, arrays, threads)
+            times.append(time.perf_counter() - start)
+        return tuple(times)
+
+
+def _nan_filled(b: ir.Buffer) -> npt.NDArray[Any]:
+    """An output array every kernel must overwrite: NaN (or all ones) until it does."""
+    dtype = Dtype(b.dtype).numpy
+    out = np.empty(b.size or 1, dtype=dtype)
+    if np.issubdtype(dtype, np.floating):
+        out.fill(np.nan)
+    else:
+        out.fill(np.iinfo(out.dtype).max)  # for bf16's 16 bits, a NaN
+    return out
+
+
+def prepare(nest: Captured, points: list[Layout], threads: int, seed: int = 0) -> Bench:
+    """Lower every point, compile them as one unit, load it, draw the inputs."""
+    return prepare_all([(nest, points)], threads, seed)[0]
+
+
+def prepare_all(
+    nests: list[tuple[Captured, list[Layout]]], threads: int, seed: int = 0
+) -> list[Bench]:
+    """The points of several nests in one unit: one compilation for all of them."""
+    lowered = [[lower_point(nest, p, threads) for p in points] for nest, points in nests]
+    text, cdef = unit_text(lowered)
+    library = load(build(text, openmp=threads > 1), cdef)
+    return [
+        Bench(nest, points, library, inputs_for(nest, seed), n)
+        for n, ((nest, _), points) in enumerate(zip(nests, lowered, strict=True))
+    ]
+
+
+def check(bench: Bench, threads: int, repeat: int = 0) -> list[Measured]:
+    """Every point run (and timed `repeat` times), its bytes compared with point zero's."""
+    zero = bench.run(0, 1)
+    out: list[Measured] = []
+    for i, lowered in enumerate(bench.points):
+        if lowered.refused is not None:
+            out.append(Measured(lowered.point, lowered.refused, None))
+            continue
+        got = bench.run(i, threads)
+        same = all(a.tobytes() == b.tobytes() for a, b in zip(got, zero, strict=True))
+        times = bench.time(i, threads, repeat) if repeat else ()
+        out.append(Measured(lowered.point, None, same, times))
+    return out
+
+
+__all__ = [
+    "Bench",
+    "Lowered",
+    "Measured",
+    "check",
+    "inputs_for",
+    "lower_point",
+    "prepare",
+    "prepare_all",
+]

@@ -1,0 +1,263 @@
+"""Layout plans: every point of a nest's space computes point zero's bits, natively.
+
+Point zero is the row-wise form on one worker without lanes. The nests are
+a dot as Linear has it, attention's two `ein`s and its masked softmax, and
+the adjoints of a product, at shapes whose sizes are not multiples of any
+tile (edges), with K in several blocks of 32 and of 128. Each nest's points
+are compiled side by side (presk/tune/harness.py) and run on the same
+inputs. `make layout-check` runs every point; this suite runs a fixed
+sample of each space (PRESK_LAYOUTS=full runs them all here too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, run_presk
+
+from presk.entries import bind_dims, find_entry
+from presk.host.plan import PlanError, from_json
+from presk.host.realization import Realization
+from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split
+from presk.pipeline import Request, front_end
+from presk.tune import harness
+from presk.tune.capture import capture, points_of
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+FULL = os.environ.get("PRESK_LAYOUTS") == "full"
+THREADS = 2  # splits over two workers (and one)
+
+GRAD = """dim B
+dim K
+dim N
+fn f(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> ℝ[] = sum((x · m) * w)
+fn g(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> (ℝ[B, K], ℝ[K, N]) =
+  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
+"""
+
+# (file, entry, dims, the kinds of nest whose points are checked)
+CASES = {
+    "linear": ("tutorial/01_linear.psk", "Linear{150, 37}.apply", {"batch": 7}),
+    "attention": ("tutorial/03_attention.psk", "attend", {"B": 2, "T": 37}),
+    "adjoints": ("grad.psk", "g", {"B": 40, "K": 7, "N": 36}),
+}
+KINDS = (NestKind.CONTRACTION, NestKind.SOFTMAX)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRESK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _nests(case: str, dtype: str, tmp_path: Path) -> list[harness.Captured]:
+    path, entry, dims = CASES[case]
+    if path == "grad.psk":
+        (tmp_path / path).write_text(GRAD, encoding="utf-8")
+        path = str(tmp_path / path)
+    else:
+        path = str(REPO_ROOT / path)
+    checked, _ = front_end(path, {})
+    chosen = find_entry(checked, entry)
+    binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
+    request = Request(checked, chosen, binding, Realization(dtype))
+    return [n for n in capture(request).nests if n.nest.kind in KINDS]
+
+
+def _sample(points: list[Layout]) -> list[Layout]:
+    """Point zero, the default, and every 23rd point (the space's order mixes them)."""
+    if FULL:
+        return points
+    return points[:2] + points[2::23]
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_point_gives_point_zeros_bits(case: str, dtype: str, tmp_path: Path) -> None:
+    nests = _nests(case, dtype, tmp_path)
+    kinds = {n.nest.kind for n in nests}
+    assert NestKind.CONTRACTION in kinds
+    if case == "attention":
+        assert NestKind.SOFTMAX in kinds
+    spaces = [(nest, points_of(nest, THREADS, "full")) for nest in nests]
+    for _, points in spaces:
+        assert points[0].split == NO_SPLIT and len(points) > 2
+    benches = harness.prepare_all([(n, _sample(p)) for n, p in spaces], THREADS)
+    for nest, bench in zip(nests, benches, strict=True):
+        results = harness.check(bench, THREADS)
+        differ = [r.point.text() for r in results if r.same is False]
+        assert differ == [], f"{nest.site} {dtype}: {differ[:3]}"
+        ran = [r for r in results if r.same]
+        assert len(ran) >= 2, nest.site
+        # Splits at depth 0, 1 and 2 are among those run where the nest allows them.
+        if nest.nest.kind is NestKind.CONTRACTION and FULL:
+            depths = {r.point.split.depth for r in ran if r.point.split not in (None, NO_SPLIT)}
+            assert depths, nest.site
+
+
+def test_a_broken_point_is_seen(tmp_path: Path) -> None:
+    """The comparison can fail: a kernel that sums in the wrong order is caught."""
+    (nest,) = [n for n in _nests("linear", "f32", tmp_path) if n.nest.kind is NestKind.CONTRACTION]
+    tiled = Layout("tiled", (2, 8), 0, "IJ", 8, False)
+    bench = harness.prepare(nest, [Layout(form="rowwise", split=NO_SPLIT), tiled], 1)
+    zero = bench.run(0, 1)
+    bench.inputs[0][0] += 1.0  # the same kernel on other inputs: other bytes
+    assert zero[0].tobytes() != bench.run(1, 1)[0].tobytes()
+
+
+def test_points_a_nest_cannot_take_are_refused_at_these_shapes(tmp_path: Path) -> None:
+    nests = {n.site: n for n in _nests("attention", "f32", tmp_path)}
+    scores, values = nests["scores/%2"], nests["attend/%6"]
+    refused = {
+        "lanes without a pack": (scores, Layout("tiled", (1, 4), 0, "IJ", 4, False)),
+        "the loop over blocks of K": (
+            values,
+            Layout("tiled", (1, 4), 32, "KIJ", 1, False, Split(2, 2)),
+        ),
+        "a softmax's row": (nests["attend/%5"], Layout(split=Split(3, 2))),
+        "three workers": (values, Layout(split=Split(0, 3))),
+    }
+    for what, (nest, point) in refused.items():
+        assert harness.lower_point(nest, point, THREADS).refused, what
+
+
+# ---------------------------------------------------------------- the plan file
+
+
+def _plan(tmp_path: Path, doc: object) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return f"@{path}"
+
+
+ATTEND = ("tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=2", "--dim", "T=64")
+
+
+def test_run_under_a_plan_prints_the_same_output(tmp_path: Path) -> None:
+    plan = _plan(
+        tmp_path,
+        {
+            "realization": "f32",
+            "layout": {
+                "scores/%2": {"tile": [4, 16], "lanes": 16, "pack": True, "split": "none"},
+                "attend/%5": {"passes": 2, "split": {"depth": 0, "workers": 2}},
+                "attend/%6": {"tile": [2, 4], "kblock": 32, "order": "JKI", "lanes": 4},
+            },
+        },
+    )
+    run = ("run", *ATTEND, "--backend", "native", "--threads", "2")
+    code, plain, err = run_presk(*run, "--realize", "f32")
+    assert code == 0, err
+    code, planned, err = run_presk(*run, "--plan", plan)
+    assert (code, err) == (0, "")
+    assert planned == plain
+    code, dumped, _ = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", plan)
+    assert code == 0 and "kernel pack" in dumped and "kernel split" in dumped
+
+
+@pytest.mark.parametrize(
+    ("layout", "reason"),
+    [
+        ({"scores/%2": {"tile": [1, 4], "lanes": 4}}, "needs a pack"),
+        (
+            {
+                "attend/%6": {
+                    "tile": [1, 4],
+                    "kblock": 32,
+                    "order": "KIJ",
+                    "split": {"depth": 2, "workers": 2},
+                }
+            },
+            "is not parallel",
+        ),
+        ({"attend/%5": {"split": {"depth": 3, "workers": 2}}}, "perfect nest"),
+        ({"attend/%6": {"split": {"depth": 0, "workers": 3}}}, "half of it"),
+        ({"attend/%5": {"tile": [1, 4]}}, "no `form`"),
+        ({"attend/%6": {"tile": [1, 4], "lanes": 3}}, "lanes"),
+        ({"attend/%6": {"tile": [1, 4], "order": "IJK"}}, "not IJ or JI"),
+    ],
+)
+def test_illegal_points_are_refused_with_E7002(tmp_path: Path, layout: object, reason: str) -> None:
+    plan = _plan(tmp_path, {"realization": "f32", "layout": layout})
+    code, out, err = run_presk(
+        "run", *ATTEND, "--backend", "native", "--threads", "2", "--plan", plan
+    )
+    assert (code, out) == (1, "")
+    assert "E7002" in err and reason in err and "Traceback" not in err, err
+
+
+def test_bf16_partial_sums_are_never_stored_between_blocks(tmp_path: Path) -> None:
+    point = {"tile": [1, 4], "kblock": 32, "order": "KIJ"}
+    plan = _plan(tmp_path, {"realization": "bf16", "layout": {"attend/%6": point}})
+    code, _, err = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", plan)
+    assert code == 1 and "E7002" in err and "bf16 partial sums" in err
+    # With the block loop over K innermost the sums stay in registers: allowed.
+    plan = _plan(
+        tmp_path, {"realization": "bf16", "layout": {"attend/%6": {**point, "order": "IJK"}}}
+    )
+    assert run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", plan)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"layout": {"nowhere/%9": {"split": "none"}}}, "no nest of `attend`"),
+        ({"layout": {"attend/%6": {"tiles": [1, 4]}}}, "unknown field `tiles`"),
+        ({"realisation": "f32"}, "unknown field `realisation`"),
+        ({"layout": {"attend/%6": {"split": {"depth": 0}}}}, "`split` is"),
+        ({"layout": {"attend/%6": {"tile": "big"}}}, "`tile` is"),
+    ],
+)
+def test_a_bad_plan_is_one_line(tmp_path: Path, doc: object, message: str) -> None:
+    code, out, err = run_presk(
+        "run", *ATTEND, "--backend", "native", "--plan", _plan(tmp_path, doc)
+    )
+    assert code in (1, 2) and out == "" and len(err.strip().splitlines()) == 1, err
+    assert message in err, err
+
+
+def test_a_plan_names_its_file_errors(tmp_path: Path) -> None:
+    code, _, err = run_presk("run", *ATTEND, "--plan", "plan.json")
+    assert code == 2 and "expected @FILE" in err
+    code, _, err = run_presk("run", *ATTEND, "--plan", f"@{tmp_path / 'missing.json'}")
+    assert code == 2 and "No such file" in err
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    code, _, err = run_presk("run", *ATTEND, "--plan", f"@{tmp_path / 'bad.json'}")
+    assert code == 2 and "not JSON" in err
+    code, _, err = run_presk(
+        "run", *ATTEND, "--realize", "f64", "--plan", _plan(tmp_path, {"realization": "f32"})
+    )
+    assert code == 2 and "not the realization of --plan" in err
+
+
+def test_a_plan_round_trips_through_json() -> None:
+    doc = {
+        "realization": "f32",
+        "layout": {
+            "a/%1": {"form": "tiled", "tile": [4, 16], "kblock": 128, "order": "JKI", "lanes": 16,
+                     "pack": True, "split": {"depth": 1, "workers": 2}},
+            "a/%2": {"passes": 2, "split": "none"},
+        },
+    }  # fmt: skip
+    plan = from_json(doc)
+    assert plan.to_json() == doc
+    with pytest.raises(PlanError):
+        from_json({"layout": {"a/%1": {"kblock": True}}})
+
+
+def test_a_plan_stating_every_default_prints_the_same_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make plan-check`'s subset: the defaults stated as a plan change no byte of C."""
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT))
+    from conformance.plan_check import main
+
+    assert main(["--fast"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(" 0 failed\n") and not out.startswith("0 passed"), out
