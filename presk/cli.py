@@ -12,16 +12,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from presk import __version__
-from presk.commands import bench, check, data, dump, export, run, serve, train
+from presk.commands import autotune, bench, check, data, dump, export, rank, run, serve, train
 from presk.commands.common import Parser
 from presk.diagnostics import CompileError, CompilerBug, UsageError, print_diagnostics
 
-BUILT = (check, run, dump, bench, export, data, train, serve)
+BUILT = (check, run, dump, bench, export, data, train, serve, autotune, rank)
 
 BANNER = (
     f"presk {__version__}: a compiler for a typed tensor language. Built today: check, "
     "run (the exact reference, or native C in f64/f32/bf16), dump, bench, export --target c, "
-    "data, train and serve; the other commands say they are not built yet"
+    "data, train, serve, autotune and rank; the other commands say they are not built yet"
 )
 
 # Every command of the manual's list, with its one-line help.
@@ -35,9 +35,9 @@ COMMANDS: dict[str, str] = {
     "plan": "Choose a realization plan statically from a layout cost model",
     "explain": "Write one compilation as a document: every stage and its reasons",
     "memory": "Count what one call of an entry needs in memory",
-    "autotune": "Measure every point of every nest's layout space",
+    "autotune": autotune.HELP,
     "reprice": "Price the points of a recorded measurement again under another profile",
-    "rank": "Rank the accuracy of the layout cost model on two days of measurement",
+    "rank": rank.HELP,
     "refit": "Fit a profile's layout cost model again on its samples",
     "bench": bench.HELP,
     "calibrate": "Measure the magnitude envelope of an entry or a training step",
@@ -52,9 +52,7 @@ NOT_BUILT = {
     "plan": "layout plans and their cost model",
     "explain": "the explain document",
     "memory": "memory accounting",
-    "autotune": "the layout space of each nest",
     "reprice": "layout cost models",
-    "rank": "layout cost models",
     "refit": "layout cost models",
     "calibrate": "magnitude envelopes",
     "solve": "precision budgets",

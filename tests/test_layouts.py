@@ -261,3 +261,50 @@ def test_a_plan_stating_every_default_prints_the_same_text(
     assert main(["--fast"]) == 0
     out = capsys.readouterr().out
     assert out.endswith(" 0 failed\n") and not out.startswith("0 passed"), out
+
+
+# ---------------------------------------------------------------- autotune and rank
+
+LINEAR = ("tutorial/01_linear.psk", "--entry", "Linear{40, 24}.apply", "--dim", "batch=6")
+
+
+def test_autotune_measures_every_point_and_rank_reads_two_days(tmp_path: Path) -> None:
+    days = [tmp_path / "day1", tmp_path / "day2"]
+    for day in days:
+        code, out, err = run_presk(
+            "autotune", *LINEAR, "--realize", "f32", "--threads", "2", "--repeat", "2",
+            "--out", str(day), "--out-plan", str(tmp_path / "best.json"),
+        )  # fmt: skip
+        assert code == 0, err
+        assert "every output bit-identical to point 0, natively: yes" in out
+    lines = [json.loads(x) for f in days[0].glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert lines and all(x["same"] in (True, None) for x in lines)
+    ran = [x for x in lines if x["same"]]
+    assert all(len(x["times_us"]) == 2 and x["median_us"] > 0 for x in ran)
+    assert any(x["point"].get("form") == "tiled" for x in ran)
+    # The best points are a plan `run` takes, with point zero's output.
+    run = ("run", *LINEAR, "--backend", "native", "--threads", "2")
+    plain = run_presk(*run, "--realize", "f32")
+    planned = run_presk(*run, "--plan", f"@{tmp_path / 'best.json'}")
+    assert planned == plain and plain[0] == 0
+    code, out, err = run_presk(
+        "rank", str(days[0]), str(days[1]), "--out", str(tmp_path / "rank.md")
+    )
+    assert code == 0, err
+    assert "| L | every point bit-identical" in out and "**holds**" in out
+    assert "| tile |" in out and (tmp_path / "rank.md").read_text() == out
+
+
+def test_autotune_never_writes_into_a_foreign_directory(tmp_path: Path) -> None:
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine", encoding="utf-8")
+    code, out, err = run_presk("autotune", *LINEAR, "--out", str(mine))
+    assert (code, out) == (1, "") and "did not write" in err
+    assert [p.name for p in mine.iterdir()] == ["keep.txt"]
+    code, _, err = run_presk("autotune", *LINEAR, "--out", str(mine / "keep.txt"))
+    assert code == 1 and "a file" in err
+    code, _, err = run_presk("autotune", *LINEAR)
+    assert code == 2 and "--out DIR is required" in err
+    code, _, err = run_presk("rank", str(mine), str(mine))
+    assert code == 1 and "not a sweep" in err

@@ -41,8 +41,11 @@ class Plan:
         out: dict[str, object] = {}
         if self.realization_json is not None:
             out["realization"] = self.realization_json
-        out["layout"] = {site: point.to_json() for site, point in self.layouts.items()}
+        out["layout"] = dict(self.layouts_json())
         return out
+
+    def layouts_json(self) -> list[tuple[str, dict[str, object]]]:
+        return [(site, point.to_json()) for site, point in self.layouts.items()]
 
 
 FIELDS = ("form", "tile", "kblock", "order", "lanes", "pack", "split", "passes")
@@ -142,8 +145,16 @@ def _split(value: object, where: str) -> Split | None:
 
 
 def write(plan: Plan, path: str) -> None:
-    """The plan as JSON at `path`, written whole or not at all."""
-    write_atomically(path, (json.dumps(plan.to_json(), indent=2) + "\n").encode())
+    """The plan as JSON at `path`, a point a line, written whole or not at all."""
+    doc = plan.to_json()
+    lines = ["{"]
+    if "realization" in doc:
+        lines.append(f'  "realization": {json.dumps(doc["realization"])},')
+    points = [f"    {json.dumps(site)}: {json.dumps(point)}" for site, point in plan.layouts_json()]
+    lines += (
+        ['  "layout": {', ",\n".join(points), "  }", "}"] if points else ['  "layout": {}', "}"]
+    )
+    write_atomically(path, ("\n".join(lines) + "\n").encode())
 
 
 __all__ = ["FIELDS", "Plan", "PlanError", "from_json", "parse", "point_of", "write"]

@@ -1,0 +1,157 @@
+"""`presk autotune FILE --entry E --out DIR`: every point of every nest measured.
+
+The entry's nests are captured from its shapes (no kernel run); every point
+of each nest's space (`--space small`, a daily subset, or `full`) is
+compiled, all in one C unit, run on the same inputs (drawn in each input's
+type), compared byte for byte with point zero and timed `--repeat` times.
+DIR gets one JSON line per point (presk/tune/sweep.py); `--out-plan`
+writes the best measured point of each nest as a plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from presk.commands.common import (
+    choose_entry,
+    const_overrides,
+    entry_args,
+    file_args,
+    guard,
+    later_flag,
+    planned_of,
+    realization_arg,
+    refuse_later_flags,
+    threads_of,
+)
+from presk.diagnostics import CommandError, UsageError
+from presk.entries import natural
+from presk.host.plan import Plan
+from presk.host.plan import write as write_plan
+from presk.pipeline import Request, front_end
+from presk.tune.capture import capture, points_of
+from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
+
+NAME = "autotune"
+HELP = "Measure every point of every nest's layout space, each checked against point zero's bits"
+SPACES = ("small", "full")
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tune = sub.add_parser(NAME, help=HELP, description=HELP)
+    file_args(tune)
+    entry_args(tune)
+    realization_arg(tune, "machine types")
+    tune.add_argument("--space", default="small", help="small (a daily subset, default) or full")
+    tune.add_argument("--repeat", default="7", help="timed calls per point (default 7)")
+    tune.add_argument("--threads", default=None, help="the machine's workers (default: its cores)")
+    tune.add_argument("--profile", default=None, help="a layout cost model's profile: predictions")
+    tune.add_argument("--out", default=None, metavar="DIR", help="the sweep's directory (required)")
+    tune.add_argument("--out-plan", default=None, metavar="F.json", help="the best as a plan")
+    later_flag(tune, "--interp", "each point also on a kernel interpreter", takes_value=False)
+    tune.set_defaults(handler=main, plan=None)
+
+
+def main(args: argparse.Namespace) -> int:
+    return guard(NAME, lambda: _autotune(args))
+
+
+def _pricer(path: str | None) -> Pricer | None:
+    if path is None:
+        return None
+    from presk.tune.model import load_profile, price  # the model is issue 15's part 2
+
+    profile = load_profile(path)
+    return lambda nest, lowered: price(nest, lowered, profile)
+
+
+def _autotune(args: argparse.Namespace) -> int:
+    refuse_later_flags(args)
+    if args.out is None:
+        raise UsageError("--out DIR is required (the sweep's directory)")
+    if args.space not in SPACES:
+        raise UsageError(f"--space {args.space}: expected small or full")
+    repeat = natural("--repeat", args.repeat, 1, 1000)
+    threads = threads_of(args.threads)
+    try:
+        check_day(args.out)
+    except SweepError as error:
+        raise CommandError(str(error)) from None
+    planned = planned_of(args)
+    if planned is None:
+        return 1
+    price = _pricer(args.profile)
+    start = time.perf_counter()
+    checked, _ = front_end(args.file, const_overrides(args.const))
+    chosen = choose_entry(checked, args.entry, args.dim)
+    request = Request(checked, chosen.entry, chosen.binding, planned.realization, threads)
+    captured = capture(request)
+    config = ",".join(f"{k}={v}" for k, v in chosen.binding.dims.items())
+    dtype = planned.realization.default
+    total = sum(len(points_of(n, threads, args.space)) for n in captured.nests)
+    with _progress(total) as bar:
+        nests, costed, measured = sweep(
+            captured, args.space, threads, repeat, config, dtype, price, bar.update
+        )
+    meta: dict[str, Any] = {
+        "file": args.file,
+        "entry": chosen.entry.text,
+        "dims": chosen.binding.dims,
+        "consts": args.const,
+        "realize": planned.text,
+        "threads": threads,
+        "space": args.space,
+        "repeat": repeat,
+        "profile": args.profile,
+        "captured_s": captured.seconds,
+        "costed_s": costed,
+        "measured_s": measured,
+        "wall_s": time.perf_counter() - start,
+    }
+    try:
+        paths = write_day(args.out, meta, nests)
+    except SweepError as error:
+        raise CommandError(str(error)) from None
+    out = []
+    for result, path in zip(nests, paths, strict=True):
+        n = len(result.lines)
+        out.append(
+            f"{result.nest.site:<28} {result.nest.operands:<32} "
+            f"{result.measured:>5} of {n:>5} points  {path}"
+        )
+    points = sum(r.measured for r in nests)
+    differing = sum(r.differing for r in nests)
+    out.append(
+        f"-- {points} points of {len(nests)} nests measured in {measured:.1f} s, costed in "
+        f"{costed:.3f} s; every output bit-identical to point 0, natively: "
+        + ("yes" if differing == 0 else f"NO ({differing} points differ)")
+    )
+    if args.out_plan is not None:
+        best = {r.nest.site: layout_of(b) for r in nests if (b := r.best()) is not None}
+        write_plan(Plan(planned.realization, best, planned.text), args.out_plan)
+        out.append(f"-- the best measured point of each nest written to {args.out_plan}")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0 if differing == 0 else 1
+
+
+class _Quiet:
+    def update(self, n: int) -> None:
+        pass
+
+    def __enter__(self) -> _Quiet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _progress(total: int) -> Any:
+    """A progress bar over the points, on a terminal only."""
+    if not sys.stderr.isatty():
+        return _Quiet()
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    return tqdm(total=total, unit="point", file=sys.stderr, leave=False)

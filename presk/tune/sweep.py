@@ -1,0 +1,203 @@
+"""A sweep: every point of every nest of an entry measured, and the directory it leaves.
+
+`presk autotune` writes one directory a day: `meta.json` (what was swept:
+the file, entry, dims, realization, workers, space, repeats, the profile
+and the sweep's times) and one `<nest>.jsonl` per nest (`scores/%2` is
+`scores__2.jsonl`), a JSON line per point with its layout, its times, its
+median and median absolute deviation, the model's prediction if a profile
+was given, and its bit verdict against point zero. `presk rank` and
+`presk reprice` read these directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from presk.data.format import write_atomically
+from presk.host.plan import point_of
+from presk.kernel.layout import Layout
+from presk.tune import harness
+from presk.tune.capture import Capture, Captured, points_of
+
+META = "meta.json"
+
+
+def nest_file(site: str) -> str:
+    """The file of a nest's lines: `scores/%2` → `scores__2.jsonl`."""
+    return site.replace("/", "_").replace("%", "_") + ".jsonl"
+
+
+def mad(values: Iterable[float]) -> float:
+    """The median absolute deviation from the median."""
+    values = list(values)
+    if not values:
+        return float("nan")
+    middle = statistics.median(values)
+    return statistics.median(abs(v - middle) for v in values)
+
+
+# The model's price of a point (µs), or None where there is no model.
+Pricer = Callable[[Captured, harness.Lowered], float | None]
+
+
+@dataclass
+class NestSweep:
+    """One nest's points, measured."""
+
+    nest: Captured
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def measured(self) -> int:
+        return sum(1 for line in self.lines if line["same"] is not None)
+
+    @property
+    def differing(self) -> int:
+        return sum(1 for line in self.lines if line["same"] is False)
+
+    def best(self) -> dict[str, Any] | None:
+        ran = [line for line in self.lines if line["same"]]
+        return min(ran, key=lambda line: line["median_us"]) if ran else None
+
+
+def sweep(
+    captured: Capture,
+    size: str,
+    threads: int,
+    repeat: int,
+    config: str,
+    dtype: str,
+    price: Pricer | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[NestSweep], float, float]:
+    """Every point of every nest compiled (one unit), run, compared and timed.
+
+    Returns the nests' sweeps, the seconds spent costing (the model) and measuring."""
+    spaces = [(nest, points_of(nest, threads, size)) for nest in captured.nests]
+    start = time.perf_counter()
+    benches = harness.prepare_all(spaces, threads)
+    costed = 0.0
+    out: list[NestSweep] = []
+    for bench in benches:
+        result = NestSweep(bench.nest)
+        measured = harness.check(bench, threads, repeat)
+        for index, (lowered, m) in enumerate(zip(bench.points, measured, strict=True)):
+            predicted = None
+            if price is not None and lowered.refused is None:
+                t0 = time.perf_counter()
+                predicted = price(bench.nest, lowered)
+                costed += time.perf_counter() - t0
+            times = [t * 1e6 for t in m.times]
+            result.lines.append(
+                {
+                    "nest": bench.nest.site,
+                    "index": index,
+                    "point": m.point.to_json(),
+                    "text": m.point.text(),
+                    "type": dtype,
+                    "config": config,
+                    "operands": bench.nest.operands,
+                    "times_us": times,
+                    "median_us": statistics.median(times) if times else None,
+                    "mad_us": mad(times) if times else None,
+                    "predicted_us": predicted,
+                    "same": m.same,
+                    "refused": m.refused,
+                }
+            )
+            if progress is not None:
+                progress(1)
+        out.append(result)
+    return out, costed, time.perf_counter() - start - costed
+
+
+def check_day(directory: str) -> None:
+    """Refuse a directory presk did not write as a sweep (nothing of it is replaced)."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise SweepError(f"--out {directory}: a file, not a directory")
+    if os.path.isdir(directory) and os.listdir(directory):
+        if not os.path.isfile(os.path.join(directory, META)):
+            raise SweepError(
+                f"--out {directory}: a directory with files presk did not write as a sweep "
+                f"(no {META}); give an empty or new directory"
+            )
+
+
+class SweepError(Exception):
+    """A sweep directory that cannot be written or read (one line for the user)."""
+
+
+def write_day(directory: str, meta: dict[str, Any], nests: list[NestSweep]) -> list[str]:
+    """The sweep's files, each written whole; returns the nests' file paths."""
+    check_day(directory)
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for result in nests:
+        path = os.path.join(directory, nest_file(result.nest.site))
+        text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in result.lines)
+        write_atomically(path, text.encode())
+        paths.append(path)
+    write_atomically(os.path.join(directory, META), (json.dumps(meta, indent=2) + "\n").encode())
+    return paths
+
+
+@dataclass(frozen=True)
+class Day:
+    """A sweep read back: what was swept and each nest's lines, by site."""
+
+    path: str
+    meta: dict[str, Any]
+    nests: dict[str, list[dict[str, Any]]]
+
+
+def read_day(directory: str) -> Day:
+    meta_path = os.path.join(directory, META)
+    try:
+        with open(meta_path, encoding="utf-8") as handle:
+            meta = json.load(handle)
+        nests: dict[str, list[dict[str, Any]]] = {}
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(".jsonl"):
+                continue
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                lines = [json.loads(line) for line in handle if line.strip()]
+            if lines:
+                nests[str(lines[0]["nest"])] = lines
+    except OSError as error:
+        raise SweepError(
+            f"{directory}: not a sweep of `presk autotune` ({error.strerror})"
+        ) from None
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise SweepError(
+            f"{directory}: a sweep file is not as autotune writes it ({error})"
+        ) from None
+    if not isinstance(meta, dict):
+        raise SweepError(f"{meta_path}: not a sweep's description")
+    return Day(directory, meta, nests)
+
+
+def layout_of(line: dict[str, Any]) -> Layout:
+    """A line's point, as the plan file states it."""
+    return point_of(line["point"], str(line.get("nest", "?")))
+
+
+__all__ = [
+    "META",
+    "Day",
+    "NestSweep",
+    "Pricer",
+    "SweepError",
+    "check_day",
+    "layout_of",
+    "mad",
+    "nest_file",
+    "read_day",
+    "sweep",
+    "write_day",
+]
