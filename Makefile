@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
-.PHONY: layout-check plan-check export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
+.PHONY: bench-plans layout-check plan-check export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ c-conformance: $(STAMP)
 # Every point of every layout space checked against point zero's bits, natively.
 layout-check: $(STAMP)
 	PRESK_LAYOUTS=full $(PY) -m pytest -q tests/test_layouts.py -k every_point
+
+# The layout space of a 1024³ GEMM against OpenBLAS, the model's picks, `presk plan`'s time.
+bench-plans: $(STAMP)
+	$(PY) benchmarks/plans.py
 
 # A plan stating every default prints every conformance entry's C text unchanged.
 plan-check: $(STAMP)

@@ -35,6 +35,9 @@ SKIPPED = {
     "make libm-check": "minutes: 10⁶ inputs per function",
     "make tutorial": "tests/test_tutorial.py runs the same commands against their goldens",
     "make fuzz": "minutes: ten times the fuzz test of make test",
+    "make layout-check": "minutes: every point of four spaces in three types",
+    "make plan-check": "tests/test_layouts.py runs its subset",
+    "make bench-plans": "minutes of timing, a 1024³ GEMM's space among them",
 }
 
 # What a command must print (beyond exiting 0), where the README promises it.

@@ -55,7 +55,7 @@ def lower_point(nest: Captured, point: Layout, threads: int) -> Lowered:
             kernels.append(lower_pack(launch, nest.dtype))
             launch = with_pack_input(launch, panel)
         k = lower(launch, nest.dtype, True, point)
-        kernels.append(split_kernel(k, point.split, 1, threads))
+        kernels.append(split_kernel(k, point.split, threads, threads))
     except LayoutError as error:
         return Lowered(point, refused=str(error))
     return Lowered(point, tuple(kernels), panel)

@@ -1,0 +1,172 @@
+"""`make bench-plans`: the layout space against OpenBLAS, and the cost model's picks.
+
+Ratios measured in one run, each with its goal (the machines are shared and noisy: the
+two sides are timed in alternation, best of several rounds):
+1. 1024³ GEMM f32: the best point of the product's layout space (one C unit of its
+   vector points, timed on one worker, then the best few split over two), against
+   NumPy's OpenBLAS on 1 and 2 threads (goal ≥ 0.95×), every point's bits point zero's.
+2. Statement O on this machine: the model's pick within 1.10× of the best measured,
+   for the GEMM and both attention `ein`s at B16 T256 (needs a profile: `make calibrate`).
+3. `presk plan` on the course GPT's gradient: every point of every nest costed (goal < 10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.pop("OPENBLAS_CORETYPE", None)
+os.environ.pop("OPENBLAS_L2_SIZE", None)
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = ROOT / "out" / "layout.json"
+N = int(os.environ.get("PRESK_BENCH_N", "1024"))
+
+
+def best_time(call: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _blas(threads: int) -> object:
+    """A context limiting NumPy's BLAS to `threads` (threadpoolctl), and its description."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+def blas_kernel() -> str:
+    from threadpoolctl import threadpool_info
+
+    info = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if not info:
+        return "no BLAS found"
+    i = info[0]
+    return f"{i.get('internal_api')} {i.get('version')}, kernel {i.get('architecture')}"
+
+
+def gemm_space() -> None:
+    from presk.entries import bind_dims, find_entry
+    from presk.host.realization import Realization
+    from presk.kernel.layout import Layout, Split
+    from presk.pipeline import Request, front_end
+    from presk.tune import harness
+    from presk.tune.capture import capture, points_of
+
+    src = Path(tempfile.mkdtemp()) / "gemm.psk"
+    src.write_text("dim N\nfn gemm(a : ℝ[N, N], b : ℝ[N, N]) -> ℝ[N, N] = a · b\n")
+    checked, _ = front_end(str(src), {})
+    entry = find_entry(checked, "gemm")
+    request = Request(checked, entry, bind_dims(entry, {"N": str(N)}), Realization("f32"), 2)
+    (nest,) = capture(request).nests
+    points = [p for p in points_of(nest, 1, "full") if (p.lanes or 1) > 1 or p.form is None]
+    start = time.perf_counter()
+    (bench,) = harness.prepare_all([(nest, points)], 2)
+    zero = bench.run(0, 1)  # the default layout (point 0 of this list)
+    timed = []
+    for i, point in enumerate(points):
+        if bench.points[i].refused is not None:
+            continue
+        out = bench.run(i, 1)
+        same = all(a.tobytes() == b.tobytes() for a, b in zip(out, zero, strict=True))
+        timed.append((min(bench.time(i, 1, 2)), i, point, same))
+    differ = sum(1 for *_, same in timed if not same)
+    timed.sort(key=lambda row: row[0])
+    print(
+        f"gemm {N}³ f32: {len(timed)} points of the space timed in "
+        f"{time.perf_counter() - start:.0f} s; outputs differing from the default's: {differ}"
+    )
+    a = np.random.default_rng(0).standard_normal((N, N), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((N, N), dtype=np.float32)
+    flops = 2 * N**3
+    print(f"  NumPy's BLAS: {blas_kernel()}")
+    for threads in (1, 2):
+        candidates = [point for _, _, point, _ in timed[:4]]
+        if threads > 1:
+            candidates = [replace(p, split=Split(d, 2)) for p in candidates for d in (0, 1)]
+        candidates.append(Layout())  # the default, split as the native backend splits it
+        (tb,) = harness.prepare_all([(nest, candidates)], threads)
+        ours: dict[int, float] = {}
+        theirs = float("inf")
+        with _blas(threads):  # type: ignore[attr-defined]
+            for _ in range(3):  # alternate the two sides
+                for i in range(len(candidates)):
+                    if tb.points[i].refused is None:
+                        ours[i] = min(ours.get(i, float("inf")), min(tb.time(i, threads, 2)))
+                theirs = min(theirs, best_time(lambda: a @ b, 3))
+        fastest = min(ours, key=lambda i: ours[i])
+        t = ours[fastest]
+        print(
+            f"  {threads} thread{'s' if threads > 1 else ''}: best point {t * 1e3:.1f} ms "
+            f"({flops / t / 1e9:.0f} GFLOP/s), OpenBLAS {theirs * 1e3:.1f} ms "
+            f"({flops / theirs / 1e9:.0f} GFLOP/s): {theirs / t:.2f}× OpenBLAS's "
+            f"throughput  (goal ≥ 0.95×); {candidates[fastest].text()}"
+        )
+    print(f"  the best point on one worker: {timed[0][2].text()}")
+
+
+def statement_o() -> None:
+    if not PROFILE.exists():
+        print(f"statement O: no profile at {PROFILE}: run `make calibrate` first")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        day = Path(tmp) / "day"
+        cmd = [
+            sys.executable, "-m", "presk.cli", "autotune", "tutorial/03_attention.psk",
+            "--entry", "attend", "--dim", "B=16", "--dim", "T=256", "--realize", "f32",
+            "--space", "small", "--profile", str(PROFILE), "--repeat", "5", "--out", str(day),
+        ]  # fmt: skip
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        for path in sorted(day.glob("*.jsonl")):
+            lines = [json.loads(x) for x in path.read_text().splitlines()]
+            ran = [x for x in lines if x["same"] and x["predicted_us"] is not None]
+            if not any(x["point"].get("form") == "tiled" for x in ran):
+                continue
+            pick = min(ran, key=lambda x: x["predicted_us"])
+            best = min(x["median_us"] for x in ran)
+            print(
+                f"statement O, {lines[0]['nest']} B16 T256 f32: the model's pick "
+                f"{pick['median_us'] / best:.2f}× the best measured  (goal ≤ 1.10×)"
+            )
+
+
+def plan_course_gpt() -> None:
+    if not PROFILE.exists():
+        print(f"presk plan on the course GPT's gradient: no profile at {PROFILE}")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable, "-m", "presk.cli", "plan", "tests/ad/minigpt_grad.psk",
+            "--entry", "loss_grad", "--const", "V=92", "--const", "D=384", "--const", "H=6",
+            "--const", "L=6", "--dim", "B=16", "--dim", "T=256", "--realize", "f32",
+            "--profile", str(PROFILE), "--out", str(Path(tmp) / "plan.json"),
+        ]  # fmt: skip
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        last = [x for x in done.stdout.splitlines() if x.startswith("-- ")]
+        print(f"presk plan, course GPT gradient: {wall:.1f} s (goal < 10 s); {' '.join(last[:1])}")
+
+
+def main() -> int:
+    gemm_space()
+    statement_o()
+    plan_course_gpt()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
