@@ -58,6 +58,10 @@ CASES["dump_kernel_01_linear"] = (
     "dump", "tutorial/01_linear.psk", "--stage", "kernel", "--entry", "Linear{3, 2}.apply",
     "--dim", "batch=4", "--realize", "f32",
 )
+CASES["dump_kernel_03_attention_pack"] = (
+    "dump", "tutorial/03_attention.psk", "--stage", "kernel", "--entry", "scores",
+    "--dim", "B=1", "--dim", "T=4", "--plan", "@tutorial/pack.json",
+)
 for _e in EXAMPLES:
     _n = _e.split("/")[1]
     CASES[f"check_example_{_n}"] = ("check", f"tests/examples/{_e}.psk")
