@@ -1,0 +1,167 @@
+"""The machine as the layout cost model reads it.
+
+The model's footprints are compared with the caches of one CPU: the first
+the process may run on (its affinity), since unpinned the scheduler may put
+it anywhere and cpu0 is as good a guess as any; pinned with `taskset`, it is
+the first of the pinned set. The caches come from
+/sys/devices/system/cpu/cpuN/cache (level, type, size, shared_cpu_list), or
+from `lscpu` where /sys does not say; the vector registers from the flags
+of /proc/cpuinfo (AVX-512: 32 of 64 bytes, else 16 of 32).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from presk.machine import default_threads
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+LINE_BYTES = 64  # a cache line on every machine the model has met
+
+# Where a machine says nothing: a small core of today (the model still runs).
+FALLBACK = {"l1d": 32 << 10, "l2": 512 << 10, "l3": 8 << 20}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One CPU's caches (bytes), the workers and the vector registers."""
+
+    cpu: int
+    l1d: int
+    l2: int
+    l3: int
+    l3_shared: int  # the CPUs sharing its L3
+    workers: int
+    registers: int
+    vector_bytes: int
+
+    def line(self, site: str, dtype: str) -> str:
+        """The line `bench --calibrate --space calib` prints first."""
+        return (
+            f"-- {site} on cpu{self.cpu} ({dtype}): L1d {self.l1d >> 10} KiB, "
+            f"L2 {self.l2 >> 10} KiB, L3 {self.l3 >> 10} KiB shared by {self.l3_shared}, "
+            f"{self.workers} workers, {self.registers} vector registers"
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def machine_of(doc: object) -> Machine | None:
+    """A Machine from a profile's object; None if it is not one."""
+    if not isinstance(doc, dict):
+        return None
+    names = Machine.__dataclass_fields__
+    values = {k: doc.get(k) for k in names}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
+        return None
+    return Machine(**values)  # type: ignore[arg-type]
+
+
+def _size(text: str) -> int | None:
+    """`48K`, `2048K`, `1M`, `262144` as bytes."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text)
+    if match is None:
+        return None
+    return int(match.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[match.group(2)]
+
+
+def _cpu_count(text: str) -> int:
+    """The CPUs of a list like `0-3,8-11`."""
+    count = 0
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def _from_sys(cpu: int) -> dict[str, int]:
+    """The caches /sys lists for `cpu` (what it lists; nothing where it cannot be read)."""
+    out: dict[str, int] = {}
+    try:
+        indices = sorted((SYS_CPU / f"cpu{cpu}" / "cache").glob("index*"))
+        for index in indices:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = _size((index / "size").read_text())
+            if size is None or kind == "Instruction":
+                continue
+            name = {"1": "l1d", "2": "l2", "3": "l3"}.get(level)
+            if name is None:
+                continue
+            out[name] = size
+            if name == "l3":
+                out["l3_shared"] = _cpu_count((index / "shared_cpu_list").read_text())
+    except (OSError, ValueError):
+        return out
+    return out
+
+
+def _lscpu(*flags: str) -> list[list[str]]:
+    try:
+        done = subprocess.run(
+            ["lscpu", *flags], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [line.split() for line in done.stdout.splitlines() if line and not line.startswith("#")]
+    return rows if done.returncode == 0 else []
+
+
+def _from_lscpu(cpu: int) -> dict[str, int]:
+    """The caches `lscpu` reports: one size of each, and the CPUs beside `cpu` on its L3."""
+    out: dict[str, int] = {}
+    for row in _lscpu("-B", "-C=NAME,ONE-SIZE"):
+        if len(row) == 2 and row[0] in ("L1d", "L2", "L3") and row[1].isdigit():
+            out[row[0].lower()] = int(row[1])
+    shared: dict[str, int] = {}
+    mine = None
+    for row in _lscpu("-p=CPU,CACHE"):
+        fields = row[0].split(",")
+        if len(fields) >= 2 and fields[0].isdigit():
+            l3 = fields[-1]
+            shared[l3] = shared.get(l3, 0) + 1
+            if int(fields[0]) == cpu:
+                mine = l3
+    if mine is not None:
+        out["l3_shared"] = shared[mine]
+    return out
+
+
+def _avx512() -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return re.search(r"^flags\s*:.*\bavx512f\b", text, re.MULTILINE) is not None
+
+
+def read_machine() -> Machine:
+    """This process's first CPU, its caches, the workers and the registers."""
+    try:
+        cpu = min(os.sched_getaffinity(0))
+    except (AttributeError, OSError, ValueError):
+        cpu = 0
+    found = _from_sys(cpu)
+    if not {"l1d", "l2", "l3", "l3_shared"} <= set(found):
+        found = {**_from_lscpu(cpu), **found}
+    wide = _avx512()
+    return Machine(
+        cpu=cpu,
+        l1d=found.get("l1d", FALLBACK["l1d"]),
+        l2=found.get("l2", FALLBACK["l2"]),
+        l3=found.get("l3", FALLBACK["l3"]),
+        l3_shared=max(1, found.get("l3_shared", 1)),
+        workers=default_threads(),
+        registers=32 if wide else 16,
+        vector_bytes=64 if wide else 32,
+    )
+
+
+__all__ = ["LINE_BYTES", "Machine", "machine_of", "read_machine"]

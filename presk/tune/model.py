@@ -1,0 +1,478 @@
+"""The layout cost model and the roofline: a profile, its fit, a prediction.
+
+A profile is a JSON file `presk bench --calibrate` writes: the machine it
+was measured on, its samples (each a layout's or a kernel's static terms and
+its measured median), the form and the fitted constants, and the fit's
+uncertainty u (the median relative residual) and Spearman's ρ against the
+measurements.
+
+The layout model (kind "layout", tutorial step 17): one worker's share of a
+point's kernels costs
+
+    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], B_L2/β_L2, B_L3/β_L3, B_mem/β_mem‖
+
+where g is the point's group (type, lanes, workers) and the norm is the
+form's: "pnorm" (Σ tᵢ^q)^(1/q) with q fitted in [1, 8], "sum" (q = 1) or
+"max". The roofline (kind "roofline") is λ + max(W/π, Q/β) for each kernel
+an entry launches. Both are fitted by least squares on the logarithm of
+predicted over measured time, with every rate fitted through its logarithm
+(so it stays positive, and may run off towards infinity: a term the fit
+does better without vanishes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize, stats
+
+from presk.data.format import write_atomically
+from presk.tune.capture import Captured
+from presk.tune.features import RULES, Features, features, features_of
+from presk.tune.harness import Lowered
+from presk.tune.machine import Machine, machine_of
+
+FORMS = ("pnorm", "sum", "max")
+KINDS = ("layout", "roofline")
+LOG_BOUND = 60.0  # a rate's logarithm stays within ±60 (a vanished term: e^60 per µs)
+
+
+class ProfileError(Exception):
+    """A profile file that cannot be read: one line for the user."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A layout (or a kernel) measured: its terms and its median time."""
+
+    layout: str
+    group: str
+    features: Features
+    measured_us: float
+    site: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "layout": self.layout,
+            "site": self.site,
+            "group": self.group,
+            "features": self.features.to_json(),
+            "measured_us": self.measured_us,
+        }
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted constants: times in µs, rates per second."""
+
+    lam_us: float
+    spawn_us: float = 0.0
+    beta: tuple[float, float, float] = (1.0, 1.0, 1.0)  # L2, L3, memory (roofline: Q's)
+    q: float = 1.0
+    pi: dict[str, float] = field(default_factory=dict)
+    rho: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "lambda_us": self.lam_us,
+            "spawn_us": self.spawn_us,
+            "beta_l2": self.beta[0],
+            "beta_l3": self.beta[1],
+            "beta_mem": self.beta[2],
+            "q": self.q,
+            "pi": dict(self.pi),
+            "rho": dict(self.rho),
+        }
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A machine, its samples, the form fitted and the constants, u and Spearman."""
+
+    kind: str
+    machine: Machine
+    samples: tuple[Sample, ...]
+    form: str
+    fit: Fit
+    u: float
+    spearman: float
+    rules: str = RULES
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "machine": self.machine.to_json(),
+            "form": self.form,
+            "rules": self.rules,
+            "fit": self.fit.to_json(),
+            "u": self.u,
+            "spearman": self.spearman,
+            "samples": [s.to_json() for s in self.samples],
+        }
+
+
+# ---------------------------------------------------------------- reading and writing
+
+
+def _number(doc: dict[str, Any], key: str, where: str) -> float:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ProfileError(f"{where}: `{key}` is not a finite number")
+    return float(value)
+
+
+def _rates(doc: dict[str, Any], key: str, where: str) -> dict[str, float]:
+    table = doc.get(key, {})
+    if not isinstance(table, dict):
+        raise ProfileError(f"{where}: `{key}` is not an object of groups")
+    return {str(g): _number(table, g, f"{where} {key}") for g in table}
+
+
+def profile_of(doc: object, where: str) -> Profile:
+    """A profile from its JSON object."""
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{where}: a profile is a JSON object")
+    kind, form = doc.get("kind"), doc.get("form")
+    if kind not in KINDS:
+        raise ProfileError(f"{where}: `kind` is one of {', '.join(KINDS)}")
+    if form not in FORMS:
+        raise ProfileError(f"{where}: `form` is one of {', '.join(FORMS)}")
+    machine = machine_of(doc.get("machine"))
+    if machine is None:
+        raise ProfileError(f"{where}: `machine` is not a machine description")
+    raw = doc.get("fit")
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: `fit` is not an object")
+    fit = Fit(
+        _number(raw, "lambda_us", where),
+        _number(raw, "spawn_us", where),
+        (
+            _number(raw, "beta_l2", where),
+            _number(raw, "beta_l3", where),
+            _number(raw, "beta_mem", where),
+        ),
+        _number(raw, "q", where),
+        _rates(raw, "pi", where),
+        _rates(raw, "rho", where),
+    )
+    samples = doc.get("samples", [])
+    if not isinstance(samples, list):
+        raise ProfileError(f"{where}: `samples` is not a list")
+    kept: list[Sample] = []
+    for i, s in enumerate(samples):
+        terms = features_of(s.get("features")) if isinstance(s, dict) else None
+        if not isinstance(s, dict) or terms is None:
+            raise ProfileError(f"{where}: sample {i} is not a measured layout")
+        kept.append(
+            Sample(
+                str(s.get("layout", "")),
+                terms.group,
+                terms,
+                _number(s, "measured_us", f"{where} sample {i}"),
+                str(s.get("site", "")),
+            )
+        )
+    rules = doc.get("rules", RULES)
+    return Profile(
+        str(kind),
+        machine,
+        tuple(kept),
+        str(form),
+        fit,
+        _number(doc, "u", where),
+        _number(doc, "spearman", where),
+        str(rules),
+    )
+
+
+def read(path: str) -> Profile:
+    """The profile at `path`; ProfileError with one line if it is not one."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except OSError as error:
+        raise ProfileError(f"{path}: {error.strerror or error}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ProfileError(f"{path}: not JSON ({error})") from None
+    return profile_of(doc, path)
+
+
+def write(profile: Profile, path: str) -> None:
+    """The profile at `path`, written whole or not at all."""
+    text = json.dumps(profile.to_json(), indent=1) + "\n"
+    write_atomically(path, text.encode())
+
+
+# ---------------------------------------------------------------- prediction
+
+
+def _parts(group: str) -> tuple[str, int, int]:
+    dtype, _, rest = group.partition("+lanes")
+    lanes, _, workers = rest.partition("+w")
+    try:
+        return dtype, int(lanes), int(workers)
+    except ValueError:
+        return dtype, 1, 1
+
+
+def rate(table: dict[str, float], group: str) -> float:
+    """A group's rate; a group the calibration did not see takes the nearest one's:
+    the same type first, then the nearest lanes and workers (in octaves), more
+    lanes on a tie."""
+    if group in table:
+        return table[group]
+    if not table:
+        return 1.0
+    dtype, lanes, workers = _parts(group)
+
+    def distance(other: str) -> tuple[bool, float, int]:
+        d, lane, work = _parts(other)
+        gap = abs(math.log2(max(lane, 1) / max(lanes, 1)))
+        gap += abs(math.log2(max(work, 1) / max(workers, 1)))
+        return d != dtype, gap, -lane
+
+    return table[min(table, key=distance)]
+
+
+def combine(terms: list[float], form: str, q: float) -> float:
+    match form:
+        case "sum":
+            return sum(terms)
+        case "max":
+            return max(terms)
+        case _:
+            top = max(terms)
+            if top <= 0:
+                return 0.0
+            return float(top * sum((t / top) ** q for t in terms) ** (1 / q))
+
+
+def predict(terms: Features, profile: Profile) -> float:
+    """The predicted µs of one point (or, for a roofline profile, one kernel)."""
+    fit = profile.fit
+    if profile.kind == "roofline":
+        return fit.lam_us + max(
+            1e6 * roofline_work(terms) / rate(fit.pi, ""), 1e6 * terms.bytes / fit.beta[0]
+        )
+    parts = [
+        terms.work / rate(fit.pi, terms.group),
+        terms.loads / rate(fit.rho, terms.group),
+        terms.l2 / fit.beta[0],
+        terms.l3 / fit.beta[1],
+        terms.mem / fit.beta[2],
+    ]
+    norm = combine([1e6 * t for t in parts], profile.form, fit.q)
+    return fit.lam_us * terms.launches + fit.spawn_us * terms.spawns + norm
+
+
+def roofline_work(terms: Features) -> float:
+    """The roofline's W: loop iterations and arithmetic operations."""
+    return terms.work + terms.ops
+
+
+def price(nest: Captured, lowered: Lowered, profile: Profile) -> float | None:
+    """The predicted µs of a lowered point of `nest`; None for a refused point."""
+    if lowered.refused is not None:
+        return None
+    return predict(features(lowered.kernels, nest.dtype, profile.machine, 1), profile)
+
+
+# ---------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True)
+class Fitted:
+    fit: Fit
+    u: float
+    spearman: float
+    predicted: tuple[float, ...]
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation (0 where it is undefined: fewer than two values or
+    a constant side)."""
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return 0.0
+    value = float(stats.spearmanr(a, b).statistic)
+    return value if math.isfinite(value) else 0.0
+
+
+def _quality(predicted: list[float], measured: list[float]) -> tuple[float, float]:
+    u = float(np.median([abs(p / m - 1) for p, m in zip(predicted, measured, strict=True)]))
+    return u, spearman(predicted, measured)
+
+
+def fit_layout(samples: list[Sample], form: str) -> Fitted:
+    """λ, spawn, β_L2, β_L3, β_mem, q and π, ρ per group, fitted to `samples`."""
+    groups = sorted({s.group for s in samples})
+    g = np.array([groups.index(s.group) for s in samples])
+    columns = ("work", "loads", "l2", "l3", "mem", "launches", "spawns")
+    x = {c: np.array([float(getattr(s.features, c)) for s in samples]) for c in columns}
+    measured = np.array([s.measured_us for s in samples])
+    ng = len(groups)
+
+    def model(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        lam, spawn = np.exp(p[0]), np.exp(p[1])
+        b2, b3, bm = np.exp(p[2]), np.exp(p[3]), np.exp(p[4])
+        pi, rho = np.exp(p[5 : 5 + ng]), np.exp(p[5 + ng : 5 + 2 * ng])
+        terms = np.stack(
+            [x["work"] / pi[g], x["loads"] / rho[g], x["l2"] / b2, x["l3"] / b3, x["mem"] / bm]
+        )
+        if form == "sum":
+            norm = terms.sum(axis=0)
+        elif form == "max":
+            norm = terms.max(axis=0)
+        else:
+            q = p[-1]
+            top = np.maximum(terms.max(axis=0), 1e-300)
+            norm = top * ((terms / top) ** q).sum(axis=0) ** (1 / q)
+        return np.asarray(lam * x["launches"] + spawn * x["spawns"] + norm, dtype=np.float64)
+
+    def residuals(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(np.log(np.maximum(model(p), 1e-12) / measured), dtype=np.float64)
+
+    scale = float(np.median(measured))
+
+    def start(column: str) -> float:
+        # Each term about a fifth of the median time to begin with: a rate per µs.
+        values = x[column][x[column] > 0]
+        return math.log(max(float(np.median(values)) if values.size else 1.0, 1e-9) / scale * 5)
+
+    p0 = [math.log(max(scale / 10, 1e-3)), math.log(max(scale / 100, 1e-4))]
+    p0 += [start("l2"), start("l3"), start("mem")]
+    p0 += [start("work")] * ng + [start("loads")] * ng
+    lo = [-LOG_BOUND] * len(p0)
+    hi = [LOG_BOUND] * len(p0)
+    best: optimize.OptimizeResult | None = None
+    for q0 in (1.0, 2.0, 4.0) if form == "pnorm" else (1.0,):
+        p = np.array(p0 + ([q0] if form == "pnorm" else []))
+        bounds = (lo + [1.0] * (form == "pnorm"), hi + [8.0] * (form == "pnorm"))
+        if form == "pnorm":
+            p[-1] = min(max(q0, 1.0), 8.0)
+        result = optimize.least_squares(residuals, p, bounds=bounds, method="trf", max_nfev=400)
+        if best is None or result.cost < best.cost:
+            best = result
+    assert best is not None
+    p = best.x
+    per_s = 1e6  # a rate per µs is 10⁶ per second
+    betas = [float(np.exp(p[2 + i]) * per_s) for i in range(3)]
+    seen = [x[c].any() for c in ("l2", "l3", "mem")]
+    # A level no sample brought bytes from is unconstrained: take it to be as slow
+    # as the slowest level seen (memory is no faster than a cache).
+    slowest = min((b for b, ok in zip(betas, seen, strict=True) if ok), default=1e10)
+    betas = [b if ok else slowest for b, ok in zip(betas, seen, strict=True)]
+    fit = Fit(
+        float(np.exp(p[0])),
+        float(np.exp(p[1])) if x["spawns"].any() else 0.0,
+        (betas[0], betas[1], betas[2]),
+        float(p[-1]) if form == "pnorm" else 1.0,
+        {gr: float(np.exp(p[5 + i]) * per_s) for i, gr in enumerate(groups)},
+        {gr: float(np.exp(p[5 + ng + i]) * per_s) for i, gr in enumerate(groups)},
+    )
+    predicted = [float(v) for v in model(p)]
+    u, rho = _quality(predicted, [s.measured_us for s in samples])
+    return Fitted(fit, u, rho, tuple(predicted))
+
+
+def fit_roofline(samples: list[Sample]) -> Fitted:
+    """λ, π and β of λ + max(W/π, Q/β), fitted to kernels measured."""
+    w = np.array([roofline_work(s.features) for s in samples])
+    q = np.array([s.features.bytes for s in samples])
+    measured = np.array([s.measured_us for s in samples])
+
+    def model(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(np.exp(p[0]) + np.maximum(w / np.exp(p[1]), q / np.exp(p[2])))
+
+    def residuals(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(np.log(np.maximum(model(p), 1e-12) / measured), dtype=np.float64)
+
+    scale = float(np.median(measured))
+    p0 = np.array(
+        [
+            math.log(max(scale / 4, 1e-3)),
+            math.log(max(float(np.median(w)), 1.0) / scale),
+            math.log(max(float(np.median(q)), 1.0) / scale),
+        ]
+    )
+    result = optimize.least_squares(
+        residuals, p0, bounds=([-LOG_BOUND] * 3, [LOG_BOUND] * 3), method="trf"
+    )
+    p = result.x
+    fit = Fit(
+        float(np.exp(p[0])),
+        0.0,
+        (float(np.exp(p[2]) * 1e6), 0.0, 0.0),
+        1.0,
+        {"": float(np.exp(p[1]) * 1e6)},
+        {},
+    )
+    predicted = [float(v) for v in model(p)]
+    u, rho = _quality(predicted, [s.measured_us for s in samples])
+    return Fitted(fit, u, rho, tuple(predicted))
+
+
+def fit(samples: list[Sample], form: str, kind: str = "layout") -> Fitted:
+    """The model of `kind` fitted to `samples` in `form`."""
+    if not samples:
+        raise ProfileError("no samples to fit")
+    return fit_roofline(samples) if kind == "roofline" else fit_layout(samples, form)
+
+
+def fitted_profile(
+    kind: str, machine: Machine, samples: list[Sample], form: str
+) -> tuple[Profile, Fitted]:
+    done = fit(samples, form, kind)
+    profile = Profile(kind, machine, tuple(samples), form, done.fit, done.u, done.spearman)
+    return profile, done
+
+
+def fit_lines(profile: Profile, form_name: str | None = None) -> list[str]:
+    """The fit as `bench --calibrate --space calib` and `refit` print it."""
+    f = profile.fit
+    if profile.kind == "roofline":
+        return [
+            f"-- roofline: π = {rate(f.pi, ''):.3e} ops/s, β = {f.beta[0]:.3e} bytes/s, "
+            f"λ = {f.lam_us:.2f} µs per launch"
+        ]
+    name = form_name or {"pnorm": "p-norm", "sum": "sum", "max": "max"}[profile.form]
+    q = f"q = {f.q:.2f}, " if profile.form == "pnorm" else ""
+    out = [
+        f"-- fit ({name}, {q}load term, rules {profile.rules}): λ = {f.lam_us:.2f} µs, "
+        f"spawn = {f.spawn_us:.2f} µs, β_L2 = {f.beta[0]:.3e}, β_L3 = {f.beta[1]:.3e}, "
+        f"β_mem = {f.beta[2]:.3e} bytes/s"
+    ]
+    out += [f"--      π[{g}] = {v:.3e} ops/s" for g, v in sorted(f.pi.items())]
+    out += [f"--      ρ[{g}] = {v:.3e} loads/s" for g, v in sorted(f.rho.items())]
+    out.append(
+        f"-- uncertainty u = {profile.u:.3f} (median relative residual over "
+        f"{len(profile.samples)} samples), Spearman {profile.spearman:.3f}"
+    )
+    return out
+
+
+__all__ = [
+    "FORMS",
+    "Fit",
+    "Fitted",
+    "Profile",
+    "ProfileError",
+    "Sample",
+    "combine",
+    "fit",
+    "fit_layout",
+    "fit_lines",
+    "fit_roofline",
+    "fitted_profile",
+    "predict",
+    "price",
+    "profile_of",
+    "rate",
+    "read",
+    "spearman",
+    "write",
+]
