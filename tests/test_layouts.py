@@ -308,3 +308,16 @@ def test_autotune_never_writes_into_a_foreign_directory(tmp_path: Path) -> None:
     assert code == 2 and "--out DIR is required" in err
     code, _, err = run_presk("rank", str(mine), str(mine))
     assert code == 1 and "not a sweep" in err
+
+
+def test_train_under_a_plan_keeps_every_loss(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"layout": {"Linear.apply/%3": {"tile": [2, 4], "lanes": 4}}})
+    train = ("train", "tutorial/07_train.psk", "--backend", "native", "--steps", "4")
+    runs = []
+    for extra, ckpt in (((), "a"), (("--plan", plan), "b")):
+        code, out, err = run_presk(
+            *train, "--log-every", "1", "--ckpt", str(tmp_path / ckpt), *extra
+        )
+        assert code == 0, err
+        runs.append([line for line in out.splitlines() if line.startswith("step")])
+    assert runs[0] == runs[1] and len(runs[0]) >= 4
