@@ -29,6 +29,8 @@ import numpy.typing as npt
 
 from presk.backends.native import CompiledEntry
 from presk.cgen.host import ProfiledLaunch
+from presk.commands.calibrate import add_flags as add_calibrate_flags
+from presk.commands.calibrate import calibrate
 from presk.commands.common import (
     Chosen,
     choose_entry,
@@ -78,7 +80,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="add a row timed under a layout plan (and its bits compared with the default's); "
         "with --by-kernel, time the build of the plan",
     )
-    later_flag(bench, "--calibrate", "fit the roofline of each kernel")
+    add_calibrate_flags(bench)
     later_flag(bench, "--profile", "time with a calibrated profile")
     later_flag(bench, "--opt", "the exact rewrites of PSK-Core", takes_value=False)
     bench.set_defaults(handler=main)
@@ -107,6 +109,14 @@ def _bench(args: argparse.Namespace) -> int:
     info, dims = chosen.entry.info, chosen.binding.dims
     drawn = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
     plan = Plan() if args.plan is None else parse_plan(args.plan)
+    if args.calibrate is not None:
+        realization = realization_of(args.realize or "f64")
+        if realization is None:
+            return 1
+        request = Request(checked, chosen.entry, chosen.binding, realization, threads)
+        return calibrate(args, chosen, request, repeat)
+    if args.space is not None:
+        raise UsageError("--space chooses what --calibrate times: give both or neither")
     if args.by_kernel:
         realize = args.realize or ("f32" if plan.realization is None else None)
         return _by_kernel(chosen, realize, plan, threads, repeat, drawn)

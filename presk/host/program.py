@@ -37,6 +37,7 @@ from presk.kernel.lower.layouts import (
     LayoutError,
     check_point,
     nest_of,
+    operand_1,
     panel_of,
     with_pack_input,
 )
@@ -529,7 +530,8 @@ class _Body:
             # The pack is a launch of its own into a panel of the frame, just before.
             panel = panel_of(launch)
             panel_value = self.alloc(panel.dtype, panel.axes)
-            self.emit(self.rec.launch(self.rec.pack(launch), [*ptrs, panel_value.ptr]))
+            read = ptrs[inputs.index(operand_1(launch))]
+            self.emit(self.rec.launch(self.rec.pack(launch), [read, panel_value.ptr]))
             self.rec.launches += 1
             self.rec.launches_unfused += 1
             launch = with_pack_input(launch, panel)

@@ -85,7 +85,7 @@ def lower_pack(launch: Launch, dtype: str) -> ir.Kernel:
     panel = layouts.panel_of(launch)
     copy = Launch(launch.steps, launch.inputs, panel)
     body = layouts.pack_body(copy, Names(tiles=False))
-    return ir.Kernel("pack", dtype, tuple(launch.inputs), (panel,), body)
+    return ir.Kernel("pack", dtype, (layouts.operand_1(launch),), (panel,), body)
 
 
 __all__ = ["ELEMENTWISE", "RULES", "lower", "lower_pack"]

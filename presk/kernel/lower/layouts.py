@@ -148,6 +148,13 @@ def panel_of(launch: Launch) -> Buffer:
     return Buffer(len(launch.inputs), dtype, axes)
 
 
+def operand_1(launch: Launch) -> Buffer:
+    """The buffer a pack copies: the one the product's b(k, j) reads."""
+    p = product_of(launch.steps[-1], launch, Names(tiles=True))
+    assert p is not None
+    return p.b(IConst(0), IConst(0)).buffer
+
+
 def pack_body(launch: Launch, names: Names) -> tuple[Stmt, ...]:
     """The pack kernel's body: panel[batch…, k, j] = b(k, j), read along k (b's memory order)."""
     p = product_of(launch.steps[-1], launch, names)
@@ -381,6 +388,7 @@ __all__ = [
     "LayoutError",
     "check_point",
     "nest_of",
+    "operand_1",
     "pack_body",
     "panel_of",
     "product_of",
