@@ -275,11 +275,15 @@ def roofline_work(terms: Features) -> float:
     return terms.work + terms.ops
 
 
-def price(nest: Captured, lowered: Lowered, profile: Profile) -> float | None:
-    """The predicted µs of a lowered point of `nest`; None for a refused point."""
+def price(
+    nest: Captured, lowered: Lowered, profile: Profile, threads: int | None = None
+) -> float | None:
+    """The predicted µs of a point of `nest` lowered for `threads` workers (the
+    calibration machine's, by default); None for a refused point."""
     if lowered.refused is not None:
         return None
-    return predict(features(lowered.kernels, nest.dtype, profile.machine, 1), profile)
+    team = profile.machine.workers if threads is None else threads
+    return predict(features(lowered.kernels, nest.dtype, profile.machine, team), profile)
 
 
 # ---------------------------------------------------------------- fitting
