@@ -321,3 +321,20 @@ def test_train_under_a_plan_keeps_every_loss(tmp_path: Path) -> None:
         assert code == 0, err
         runs.append([line for line in out.splitlines() if line.startswith("step")])
     assert runs[0] == runs[1] and len(runs[0]) >= 4
+
+
+def test_an_exported_program_under_a_plan_has_the_native_bits(tmp_path: Path) -> None:
+    import subprocess
+
+    out = tmp_path / "planned"
+    code, stdout, err = run_presk(
+        "export", "tutorial/03_attention.psk", "--entry", "scores", "--dim", "B=1",
+        "--dim", "T=4", "--plan", "@tutorial/pack.json", "--threads", "2", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "in f32:" in stdout and "divided among up to 2 threads" in stdout
+    kernels = (out / "kernels.c").read_text()
+    assert "kernel pack" in kernels and "kernel split@1" in kernels
+    done = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "the native backend's, bit for bit" in done.stdout
