@@ -12,16 +12,31 @@ import sys
 from collections.abc import Callable, Sequence
 
 from presk import __version__
-from presk.commands import autotune, bench, check, data, dump, export, rank, run, serve, train
+from presk.commands import (
+    autotune,
+    bench,
+    check,
+    data,
+    dump,
+    export,
+    plan,
+    rank,
+    refit,
+    reprice,
+    run,
+    serve,
+    train,
+)
 from presk.commands.common import Parser
 from presk.diagnostics import CompileError, CompilerBug, UsageError, print_diagnostics
 
-BUILT = (check, run, dump, bench, export, data, train, serve, autotune, rank)
+BUILT = (check, run, dump, bench, export, data, train, serve, autotune, rank, plan, reprice, refit)
 
 BANNER = (
     f"presk {__version__}: a compiler for a typed tensor language. Built today: check, "
     "run (the exact reference, or native C in f64/f32/bf16), dump, bench, export --target c, "
-    "data, train, serve, autotune and rank; the other commands say they are not built yet"
+    "data, train, serve, plan, autotune, rank, reprice and refit; the other commands say "
+    "they are not built yet"
 )
 
 # Every command of the manual's list, with its one-line help.
@@ -32,13 +47,13 @@ COMMANDS: dict[str, str] = {
     "dump": dump.HELP,
     "train": train.HELP,
     "serve": serve.HELP,
-    "plan": "Choose a realization plan statically from a layout cost model",
+    "plan": plan.HELP,
     "explain": "Write one compilation as a document: every stage and its reasons",
     "memory": "Count what one call of an entry needs in memory",
     "autotune": autotune.HELP,
-    "reprice": "Price the points of a recorded measurement again under another profile",
+    "reprice": reprice.HELP,
     "rank": rank.HELP,
-    "refit": "Fit a profile's layout cost model again on its samples",
+    "refit": refit.HELP,
     "bench": bench.HELP,
     "calibrate": "Measure the magnitude envelope of an entry or a training step",
     "solve": "Solve for a realization under a declared error budget",
@@ -49,11 +64,8 @@ COMMANDS: dict[str, str] = {
 
 # What each command of the manual not built yet waits for.
 NOT_BUILT = {
-    "plan": "layout plans and their cost model",
     "explain": "the explain document",
     "memory": "memory accounting",
-    "reprice": "layout cost models",
-    "refit": "layout cost models",
     "calibrate": "magnitude envelopes",
     "solve": "precision budgets",
     "quantize": "quantisation",

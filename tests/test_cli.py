@@ -315,7 +315,6 @@ def test_help_command() -> None:
         ("check", "tutorial/01_linear.psk", "--precision", "env.json"),
         ("run", "tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--opt"),
         ("dump", "tutorial/01_linear.psk", "--stage", "core", "--format", "eq"),
-        ("bench", "tutorial/01_linear.psk", "--calibrate", "p.json"),
         ("bench", "tutorial/01_linear.psk", "--profile", "p.json"),
         ("export", "tutorial/01_linear.psk", "--target", "pytorch"),
     ],

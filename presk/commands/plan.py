@@ -1,0 +1,146 @@
+"""`presk plan`: choose every nest's layout statically, from a calibrated cost model.
+
+The entry's launches are captured from its shapes (no kernel compiled or
+run), every point of every nest's space is lowered at those shapes, and each
+point is priced by the layout model of `--profile` (tune/model.py). The
+cheapest point of each nest goes into the plan; the table says, per nest,
+how many points the model cannot tell from it (within 1 + u of its price).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from presk.commands.common import (
+    choose_entry,
+    const_overrides,
+    entry_args,
+    file_args,
+    guard,
+    realization_of,
+    threads_of,
+)
+from presk.data.format import DataError
+from presk.diagnostics import CommandError, UsageError
+from presk.host.plan import Plan, write
+from presk.kernel.layout import Layout
+from presk.pipeline import Request, front_end
+from presk.tune.capture import Captured, capture, points_of
+from presk.tune.harness import lower_point
+from presk.tune.model import Profile, ProfileError, price, read
+
+NAME = "plan"
+HELP = "Choose a realization plan statically from a layout cost model"
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(NAME, help=HELP, description=HELP)
+    file_args(parser)
+    entry_args(parser)
+    parser.add_argument("--realize", default="f64", help="the realization: f64, f32, bf16, @FILE")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="P.json",
+        help="the layout cost model (presk bench --calibrate --space calib writes one)",
+    )
+    parser.add_argument("--threads", default=None, help="workers (default: the cores)")
+    parser.add_argument("--out", default=None, metavar="PLAN.json", help="where to write the plan")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.profile is None:
+        raise UsageError(
+            "--profile is required: a layout profile (presk bench --calibrate --space calib)"
+        )
+    return guard(NAME, lambda: _plan(args))
+
+
+def layout_profile(path: str) -> Profile:
+    """The layout profile at `path` (CommandError: one line, if it is not one)."""
+    try:
+        profile = read(path)
+    except ProfileError as error:
+        raise CommandError(f"--profile {error}") from None
+    if profile.kind != "layout":
+        raise CommandError(
+            f"--profile {path}: a {profile.kind} profile; layouts are priced by a layout "
+            "profile (presk bench --calibrate --space calib)"
+        )
+    return profile
+
+
+def priced(nest: Captured, profile: Profile, threads: int) -> list[tuple[Layout, float]]:
+    """Every point of a nest the nest can take, with its price."""
+    out: list[tuple[Layout, float]] = []
+    for point in points_of(nest, threads, "full"):
+        cost = price(nest, lower_point(nest, point, threads), profile, threads)
+        if cost is not None:
+            out.append((point, cost))
+    return out
+
+
+def _realization_json(spec: str) -> object:
+    """The realization as a plan states it: a type, or the file's object."""
+    if not spec.startswith("@"):
+        return spec
+    try:
+        with open(spec[1:], encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as error:
+        raise CommandError(f"--realize {spec}: {error}") from None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    profile = layout_profile(args.profile)
+    realization = realization_of(args.realize)
+    if realization is None:
+        return 1
+    threads = threads_of(args.threads)
+    checked, _ = front_end(args.file, const_overrides(args.const))
+    chosen = choose_entry(checked, args.entry, args.dim)
+    request = Request(checked, chosen.entry, chosen.binding, realization, threads)
+    captured = capture(request)
+    costing = time.perf_counter()
+    u = profile.u
+    rows: list[str] = [
+        f"{'nest':<29}{'operands':<32}{'space':<10}{'predicted':<19}{'undecided':<11}layout"
+    ]
+    layouts: dict[str, Layout] = {}
+    total = 0
+    for nest in captured.nests:
+        points = priced(nest, profile, threads)
+        if not points:
+            continue
+        total += len(points)
+        best_point, best = min(points, key=lambda pc: pc[1])  # the first of equals
+        undecided = sum(cost <= best * (1 + u) for _, cost in points)
+        layouts[nest.site] = best_point
+        rows.append(
+            f"{nest.site:<29}{nest.operands:<24}{len(points):>6} points{best:>12.2f} µs"
+            f"{undecided:>5} within 1 + u  {best_point.text()}"
+        )
+    costed = time.perf_counter() - costing
+    rows.append(
+        f"-- {len(layouts)} nests, {total} points costed in {costed:.3f} s, "
+        f"the entry captured in {captured.seconds:.3f} s; u = {u:.3f}"
+    )
+    plan = Plan(realization, layouts, _realization_json(args.realize))
+    if args.out is not None:
+        try:
+            write(plan, args.out)
+        except (DataError, OSError) as error:
+            raise CommandError(f"--out {args.out}: {error}") from None
+    rows.append(f"-- wall time {time.perf_counter() - start:.3f} s")
+    if args.out is not None:
+        rows.append(f"-- plan written to {args.out}")
+    sys.stdout.write("\n".join(rows) + "\n")
+    return 0
+
+
+__all__ = ["HELP", "NAME", "add", "layout_profile", "main", "priced"]
