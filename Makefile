@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 PRESK  := $(VENV)/bin/presk
 STAMP  := $(VENV)/.installed
 
+.PHONY: calibrate
 .PHONY: bench-plans layout-check plan-check export-examples pytorch-conformance demo test check loc clean golden-update bench bench-train bench-serve serve-examples train-examples bench-reference bench-synth conformance c-conformance libm-check venv fuzz tutorial
 
 $(STAMP): pyproject.toml
@@ -62,6 +63,12 @@ layout-check: $(STAMP)
 # The layout space of a 1024³ GEMM against OpenBLAS, the model's picks, `presk plan`'s time.
 bench-plans: $(STAMP)
 	$(PY) benchmarks/plans.py
+
+# The layout cost model calibrated on a GEMM at two sizes (the second keeps the first's samples).
+calibrate: $(STAMP)
+	@mkdir -p out
+	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=256 --realize f32 --calibrate out/layout.json --space calib --repeat 5
+	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=512 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 
 # A plan stating every default prints every conformance entry's C text unchanged.
 plan-check: $(STAMP)
