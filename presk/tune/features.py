@@ -281,12 +281,17 @@ class _Walk:
         """Count `stmts` run `mult` times; their accesses go to `node`. Returns the
         traffic of one run of them past each cache, the loops among them counted."""
         t1 = t2 = t3 = 0.0
+        direct = _Node({}, {})  # the accesses outside the loops among `stmts`
         for s in stmts:
             if isinstance(s, ir.Let | ir.Store | ir.VLet | ir.VStore):
-                self._leaf(node, s, mult)
+                self._leaf(direct, s, mult)
                 continue
             a, b, c = self.stmt(node, s, mult, depth)
             t1, t2, t3 = t1 + a, t2 + b, t3 + c
+        if direct.groups:
+            lines = self.lines(direct) * LINE_BYTES
+            t1, t2, t3 = t1 + lines, t2 + lines, t3 + lines
+            _merge(node, direct)
         return t1, t2, t3
 
     def stmt(self, node: _Node, s: ir.Stmt, mult: float, depth: int) -> tuple[float, float, float]:

@@ -1,0 +1,317 @@
+"""The layout cost model: a point's static terms, the fit, and the commands that use it.
+
+The terms are checked on kernels written by hand, whose counts are worked
+out in the comments; the fit on samples drawn from known constants, which
+it must give back; `presk bench --calibrate --space calib` on a tiny GEMM
+(one worker, one call a point), whose profile then drives `presk plan`,
+`presk reprice` and `presk refit`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from presk.kernel import ir
+from presk.tune.features import Features, features
+from presk.tune.machine import Machine
+from presk.tune.model import Sample, combine, fit_layout, predict, profile_of
+from tests.conftest import run_presk
+
+# A machine with a first-level cache of four lines, so that a 1 KiB buffer misses it.
+SMALL = Machine(
+    cpu=0, l1d=256, l2=1 << 20, l3=1 << 22, l3_shared=1, workers=2, registers=16, vector_bytes=32
+)
+
+A = ir.Buffer(0, "f32", ((None, 16), (None, 16)))  # 16 rows of one 64-byte line each
+OUT = ir.Buffer(1, "f32", ((None, 16),))
+
+
+def _row_sums(split: bool = False) -> ir.Kernel:
+    """out[i] = Σ_j a[i, j]: for i in 0..16 { s = 0; for j in 0..16 { s = s + a[i, j] };
+    out[i] = s }."""
+    i, j = ir.IVar("i"), ir.IVar("j")
+    inner = ir.For("j", 16, (ir.Let("s", ir.Bin(ir.BinOp.ADD, ir.Var("s"), ir.Load(A, (i, j)))),))
+    body = (
+        ir.Let("s", ir.Const(Fraction(0))),
+        inner,
+        ir.Store(OUT, (i,), ir.Var("s")),
+    )
+    return ir.Kernel(
+        "sum", "f32", (A,), (OUT,), (ir.For("i", 16, body),), split=split, workers=2 if split else 0
+    )
+
+
+def test_counts_and_lines_of_a_row_sum() -> None:
+    got = features((_row_sums(),), "f32", SMALL, 1)
+    # 16 iterations of i and 256 of j; 256 loads and 16 stores; 256 additions.
+    assert (got.work, got.loads, got.ops) == (272, 272, 256)
+    # The whole kernel (16 lines of a, one of out: 1088 bytes) misses the 256-byte L1d
+    # but fits the L2: each i brings its row (one line) and the line of out[i].
+    assert (got.l2, got.l3, got.mem) == (16 * 128, 0, 0)
+    assert (got.group, got.launches, got.spawns) == ("f32+lanes1+w1", 1, 0)
+    assert got.bytes == 16 * 16 * 4 + 16 * 4
+
+
+def test_one_workers_share_of_a_split() -> None:
+    got = features((_row_sums(split=True),), "f32", SMALL, 2)
+    # Loop i at depth 0 over two workers: 8 of its 16 iterations each.
+    assert (got.work, got.loads, got.l2) == (8 + 128, 128 + 8, 8 * 128)
+    assert (got.group, got.spawns) == ("f32+lanes1+w2", 1)
+
+
+def test_a_fitting_kernel_brings_nothing() -> None:
+    roomy = Machine(0, 1 << 16, 1 << 20, 1 << 22, 1, 1, 16, 32)
+    got = features((_row_sums(),), "f32", roomy, 1)
+    assert (got.l2, got.l3, got.mem) == (0, 0, 0)
+
+
+def test_a_column_walk_touches_a_line_per_element() -> None:
+    """out[j] = Σ_i a[i, j], j outside: each j walks a column, 16 lines."""
+    i, j = ir.IVar("i"), ir.IVar("j")
+    inner = ir.For("i", 16, (ir.Let("s", ir.Bin(ir.BinOp.ADD, ir.Var("s"), ir.Load(A, (i, j)))),))
+    body = (ir.Let("s", ir.Const(Fraction(0))), inner, ir.Store(OUT, (j,), ir.Var("s")))
+    k = ir.Kernel("colsum", "f32", (A,), (OUT,), (ir.For("j", 16, body),))
+    got = features((k,), "f32", SMALL, 1)
+    # The column (16 lines) misses a four-line L1d: every j brings it again, and out[j]'s line.
+    assert got.l2 == 16 * (16 * 64 + 64)
+
+
+def test_a_vector_load_counts_once_and_sets_the_lanes() -> None:
+    src = ir.Buffer(0, "f32", ((None, 64),))
+    dst = ir.Buffer(1, "f32", ((None, 64),))
+    i = ir.IVar("i")
+    start = (ir.IBin(ir.IntOp.MUL, i, ir.IConst(16)),)
+    body = (ir.VStore(dst, start, ir.VLoad(src, start, 16)),)
+    k = ir.Kernel("copy", "f32", (src,), (dst,), (ir.For("i", 4, body),))
+    got = features((k,), "f32", SMALL, 1)
+    assert (got.work, got.loads, got.group) == (4, 8, "f32+lanes16+w1")
+    # 256 bytes each, 512 in all: more than the L1d, so each i brings a line of each.
+    assert got.l2 == 4 * 2 * 64
+
+
+# ---------------------------------------------------------------- the fit
+
+
+def _synthetic(form: str, q: float) -> tuple[list[Sample], dict[str, float]]:
+    rng = random.Random(7)
+    groups = ("f32+lanes1+w1", "f32+lanes16+w1", "f32+lanes1+w2")
+    pi = dict(zip(groups, (2e9, 8e9, 3e9), strict=True))
+    rho = dict(zip(groups, (4e9, 1e9, 5e9), strict=True))
+    beta = (5e10, 2e10, 1e10)
+    samples = []
+    for n in range(90):
+        g = groups[n % 3]
+        w, r, b2, b3, bm = (10 ** rng.uniform(4, 7) for _ in range(5))
+        terms = [1e6 * w / pi[g], 1e6 * r / rho[g], 1e6 * b2 / beta[0], 1e6 * b3 / beta[1]]
+        terms.append(1e6 * bm / beta[2])
+        t = 2.0 + combine(terms, form, q)
+        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0), t))
+    return samples, {**{f"pi {g}": v for g, v in pi.items()}, "beta_l3": beta[1], "lam": 2.0}
+
+
+@pytest.mark.parametrize(("form", "q"), [("pnorm", 2.0), ("sum", 1.0)])
+def test_the_fit_gives_back_known_constants(form: str, q: float) -> None:
+    samples, truth = _synthetic(form, q)
+    done = fit_layout(samples, form)
+    fit = done.fit
+    got = {**{f"pi {g}": v for g, v in fit.pi.items()}, "beta_l3": fit.beta[1], "lam": fit.lam_us}
+    for name, value in truth.items():
+        assert math.isclose(got[name], value, rel_tol=1e-3), name
+    if form == "pnorm":
+        assert math.isclose(fit.q, q, rel_tol=1e-3)
+    assert done.u < 1e-6 and done.spearman > 0.999
+    assert fit.spawn_us == 0  # no sample was split: nothing to fit it to
+
+
+def test_max_form_predicts_the_largest_term() -> None:
+    assert combine([1.0, 5.0, 2.0], "max", 1.0) == 5.0
+    assert combine([3.0, 4.0], "pnorm", 2.0) == pytest.approx(5.0)
+    assert combine([3.0, 4.0], "sum", 1.0) == 7.0
+
+
+# ---------------------------------------------------------------- the commands
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny GEMM calibrated twice on one worker (the second call keeps the first's
+    samples)."""
+    path = tmp_path_factory.mktemp("profile") / "layout.json"
+    argv = ("bench", "experiments/gemm.psk", "--entry", "gemm", "--dim", "N=16")
+    argv += ("--realize", "f32", "--calibrate", str(path), "--space", "calib")
+    argv += ("--repeat", "1", "--threads", "1")
+    code, out, err = run_presk(*argv)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
+    assert lines[1] == "-- costed under the rules lines,overhead"
+    assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
+    # N=16: blocks of 32 and 128 are one block; five tiles, two orders, one lane or more.
+    assert f"-- 20 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
+    code, out, err = run_presk(*argv)
+    assert code == 0, err
+    assert f"20 samples kept from {path}" in out
+    assert "(median relative residual over 40 samples)" in out
+    assert out.endswith(f"-- profile written to {path}\n")
+    return path
+
+
+def test_the_profile_holds_the_fit(profile: Path) -> None:
+    doc = json.loads(profile.read_text())
+    read = profile_of(doc, str(profile))
+    assert read.kind == "layout" and read.form == "pnorm" and len(read.samples) == 40
+    assert 1.0 <= read.fit.q <= 8.0
+    for s in read.samples[:5]:
+        assert predict(s.features, read) > 0
+
+
+def test_plan_prices_every_point_of_attention(profile: Path, tmp_path: Path) -> None:
+    out_path = tmp_path / "plan.json"
+    code, out, err = run_presk(
+        "plan",
+        "tutorial/03_attention.psk",
+        "--entry",
+        "attend",
+        "--dim",
+        "B=1",
+        "--dim",
+        "T=4",
+        "--realize",
+        "f32",
+        "--threads",
+        "2",
+        "--profile",
+        str(profile),
+        "--out",
+        str(out_path),
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["nest", "operands"]
+    rows = {line.split()[0]: line for line in lines[1:] if not line.startswith("--")}
+    assert {"scores/%2", "attend/%5", "attend/%6"} <= set(rows)
+    assert "within 1 + u" in rows["scores/%2"]
+    assert any(line.startswith("-- ") and "points costed in" in line for line in lines)
+    assert lines[-1] == f"-- plan written to {out_path}"
+    plan = json.loads(out_path.read_text())
+    assert plan["realization"] == "f32" and set(plan["layout"]) == set(rows)
+    # The plan runs, and gives the default's bits.
+    base = ("run", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=4")
+    native = (*base, "--backend", "native", "--threads", "2")
+    plain = run_presk(*native, "--realize", "f32")
+    planned = run_presk(*native, "--plan", f"@{out_path}")
+    assert plain[0] == 0 and planned == plain
+
+
+PLAN = ("plan", "tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=1", "--dim", "T=4")
+
+
+def test_plan_without_a_profile_is_refused(tmp_path: Path) -> None:
+    out_path = tmp_path / "plan.json"
+    code, out, err = run_presk(*PLAN, "--out", str(out_path))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "--profile" in err
+    assert not out_path.exists()
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", '{"kind": "layout"}', '{"kind": "roofline", "form": "max"}']
+)
+def test_plan_with_a_bad_profile_is_refused(tmp_path: Path, text: str) -> None:
+    bad, out_path = tmp_path / "bad.json", tmp_path / "plan.json"
+    bad.write_text(text)
+    code, out, err = run_presk(*PLAN, "--profile", str(bad), "--out", str(out_path))
+    assert (code, out) == (1, "") and err.count("\n") == 1, err
+    assert err.startswith("presk plan: --profile") and not out_path.exists()
+
+
+def test_calibrate_keeps_a_file_it_cannot_read(tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text("[]")
+    code, out, err = run_presk(
+        "bench", "experiments/gemm.psk", "--entry", "gemm", "--dim", "N=4", "--calibrate", str(bad)
+    )
+    assert (code, out) == (1, "") and err.count("\n") == 1, err
+    assert bad.read_text() == "[]"
+
+
+def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
+    again = tmp_path / "sum.json"
+    code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
+    assert code == 0, err
+    assert "-- fit (sum, load term, rules lines,overhead)" in out
+    assert json.loads(again.read_text())["form"] == "sum"
+    code, _, err = run_presk("refit", str(profile))
+    assert code == 2 and err.count("\n") == 1
+
+
+def _day(directory: Path, profile: Path) -> list[dict[str, object]]:
+    """A day of `autotune` as it writes one: three points of the scores ein, measured."""
+    directory.mkdir()
+    meta = {
+        "file": "tutorial/03_attention.psk",
+        "entry": "attend",
+        "dims": {"B": 1, "T": 4},
+        "realize": "f32",
+        "threads": 1,
+        "space": "small",
+        "repeat": 1,
+        "profile": str(profile),
+    }
+    (directory / "meta.json").write_text(json.dumps(meta))
+    points = [
+        {"form": "rowwise", "split": "none"},
+        {"form": "tiled", "tile": [1, 1], "kblock": 0, "order": "IJ", "lanes": 1, "pack": False},
+        {"form": "tiled", "tile": [2, 4], "kblock": 0, "order": "JI", "lanes": 4, "pack": True},
+    ]
+    lines: list[dict[str, object]] = []
+    for n, (point, median) in enumerate(zip(points, (3.0, 2.0, 1.0), strict=True)):
+        lines.append(
+            {
+                "nest": "scores/%2",
+                "index": n,
+                "point": point,
+                "text": "",
+                "type": "f32",
+                "config": "B=1,T=4",
+                "operands": "[1, 2, 4, 4] [1, 2, 4, 4]",
+                "times_us": [median],
+                "median_us": median,
+                "mad_us": 0.0,
+                "predicted_us": None,
+                "same": True,
+                "refused": None,
+            }
+        )
+    (directory / "scores__2.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return lines
+
+
+def test_reprice_a_recorded_day(profile: Path, tmp_path: Path) -> None:
+    lines = _day(tmp_path / "day", profile)
+    again = tmp_path / "again"
+    code, out, err = run_presk(
+        "reprice", str(tmp_path / "day"), "--profile", str(profile), "--out", str(again)
+    )
+    assert code == 0, err
+    written = [json.loads(x) for x in (again / "scores__2.jsonl").read_text().splitlines()]
+    prices = [float(x["predicted_us"]) for x in written]
+    assert all(p > 0 for p in prices)
+    assert [x["median_us"] for x in written] == [x["median_us"] for x in lines]  # copied
+    pick = min(range(3), key=lambda i: prices[i])
+    row = next(line for line in out.splitlines() if line.startswith("scores/%2"))
+    assert row.split()[1] == "3"
+    assert float(row.split()[2]) == pytest.approx(float(written[pick]["median_us"]) / 1.0)
+    assert "nothing measured" in out
+
+
+def test_reprice_refuses_what_is_not_a_day(profile: Path, tmp_path: Path) -> None:
+    code, out, err = run_presk("reprice", str(tmp_path), "--profile", str(profile))
+    assert (code, out) == (1, "") and err.count("\n") == 1, err
+    code, _, err = run_presk("reprice", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1
