@@ -20,13 +20,8 @@ from presk.host.realization import parse as parse_realization
 from presk.kernel.layout import NO_SPLIT, Layout, Split
 
 
-class PlanError(Exception):
+class PlanError(RealizationError):
     """A plan that cannot run: `code` E7002 for a refused point, else a usage error."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,21 @@ def view(buffer: Buffer, cut: int) -> Buffer:
     return Buffer(buffer.index, buffer.dtype, ((None, rows), (None, cols)))
 
 
+def dot_product(a: Buffer, b: Buffer, out: Buffer) -> Product:
+    """y = x·w: out[i, j] = Σ_k x[i, k]·w[k, j], x's leading axes and w's trailing ones flat."""
+    lead = len(a.axes) - 1
+    x, w, y = view(a, lead), view(b, 1), view(out, lead)
+    return Product(
+        m=y.shape[0],
+        n=y.shape[1],
+        k=x.shape[1],
+        a=lambda i, k: Load(x, (i, k)),
+        b=lambda k, j: Load(w, (k, j)),
+        b_vector=lambda k, j, lanes: ir.VLoad(w, (k, j), lanes),
+        out=y,
+    )
+
+
 def vjp_l_product(ct: Buffer, b: Buffer, out: Buffer) -> Product:
     """dx = dy·wᵀ: out[i, j] = Σ_s dy[i, s]·w[j, s], s over w's axes after the first."""
     lead = len(out.axes) - 1

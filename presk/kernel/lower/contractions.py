@@ -151,7 +151,8 @@ def contract(
     return nest([sizes[n] for n in out_names], [var[n] for n in out_names], body)
 
 
-def _relabelled(buffer: Buffer, relabel: object) -> list[str]:
+def relabelled(buffer: Buffer, relabel: object) -> list[str]:
+    """An operand's axis names after an `ein`'s relabelling (its `relabel` attribute)."""
     names = [str(n) for n, _ in buffer.axes]
     for old, new in relabel or ():  # type: ignore[attr-defined]
         names = [new if n == old else n for n in names]
@@ -163,7 +164,7 @@ def ein(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(a, Buffer) and isinstance(b, Buffer)
     out_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
     a_names = [str(n) for n, _ in a.axes]
-    b_names = _relabelled(b, step.attrs.get("relabel"))
+    b_names = relabelled(b, step.attrs.get("relabel"))
     return contract(names, launch.output, out_names, a, a_names, b, b_names, _scratch(launch))
 
 
@@ -172,7 +173,7 @@ def ein_vjp_l(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     assert isinstance(ct, Buffer) and isinstance(b, Buffer) and isinstance(a, Buffer)
     ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
     a_names = [str(n) for n, _ in a.axes]
-    b_names = _relabelled(b, step.attrs.get("relabel"))
+    b_names = relabelled(b, step.attrs.get("relabel"))
     return contract(names, launch.output, a_names, ct, ct_names, b, b_names, _scratch(launch))
 
 
@@ -180,7 +181,7 @@ def ein_vjp_r(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     ct, a, b = step.operands
     assert isinstance(ct, Buffer) and isinstance(b, Buffer) and isinstance(a, Buffer)
     ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
-    b_names = _relabelled(b, step.attrs.get("relabel"))
+    b_names = relabelled(b, step.attrs.get("relabel"))
     a_names = [str(n) for n, _ in a.axes]
     return contract(names, launch.output, b_names, ct, ct_names, a, a_names, _scratch(launch))
 

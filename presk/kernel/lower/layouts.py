@@ -39,12 +39,13 @@ from presk.kernel.lower.adjoint_tiles import (
     Cond,
     Product,
     blocked,
+    dot_product,
     ein_product,
-    view,
     vjp_l_product,
     vjp_r_product,
 )
 from presk.kernel.lower.base import ZERO, Launch, Names, PrimName, Step, nest, prim_name
+from presk.kernel.lower.contractions import relabelled
 from presk.kernel.lower.elementwise import ELEMENTWISE
 from presk.kernel.lower.tiles import tile_step
 
@@ -68,13 +69,6 @@ def _names_of(buffer: Buffer) -> list[str]:
     return [str(n) for n, _ in buffer.axes]
 
 
-def _relabelled(buffer: Buffer, relabel: object) -> list[str]:
-    names = _names_of(buffer)
-    for old, new in relabel or ():  # type: ignore[attr-defined]
-        names = [new if n == old else n for n in names]
-    return names
-
-
 def product_of(step: Step, launch: Launch, names: Names) -> Product | None:
     """The launch's contraction as a matrix product over views, or None if it is none."""
     out = launch.output
@@ -84,17 +78,7 @@ def product_of(step: Step, launch: Launch, names: Names) -> Product | None:
     match prim_name(step.name):
         case PrimName.DOT:
             a, b = ops
-            lead = len(a.axes) - 1
-            x, w, y = view(a, lead), view(b, 1), view(out, lead)
-            return Product(
-                m=y.shape[0],
-                n=y.shape[1],
-                k=x.shape[1],
-                a=lambda i, k: Load(x, (i, k)),
-                b=lambda k, j: Load(w, (k, j)),
-                b_vector=lambda k, j, lanes: ir.VLoad(w, (k, j), lanes),
-                out=y,
-            )
+            return dot_product(a, b, out)
         case PrimName.DOT_VJP_L:
             ct, b = ops
             return vjp_l_product(ct, b, out)
@@ -104,17 +88,17 @@ def product_of(step: Step, launch: Launch, names: Names) -> Product | None:
         case PrimName.EIN:
             a, b = ops
             out_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
-            b_names = _relabelled(b, step.attrs.get("relabel"))
+            b_names = relabelled(b, step.attrs.get("relabel"))
             return ein_product(names, out, out_names, a, _names_of(a), b, b_names)
         case PrimName.EIN_VJP_L:
             ct, b, a = ops
             ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
-            b_names = _relabelled(b, step.attrs.get("relabel"))
+            b_names = relabelled(b, step.attrs.get("relabel"))
             return ein_product(names, out, _names_of(a), ct, ct_names, b, b_names)
         case PrimName.EIN_VJP_R:
             ct, a, b = ops
             ct_names = [str(n) for n in step.attrs["out"]]  # type: ignore[attr-defined]
-            b_names = _relabelled(b, step.attrs.get("relabel"))
+            b_names = relabelled(b, step.attrs.get("relabel"))
             return ein_product(names, out, b_names, ct, ct_names, a, _names_of(a))
     return None
 
