@@ -33,6 +33,8 @@ from presk.host.plan import Plan
 from presk.host.plan import write as write_plan
 from presk.pipeline import Request, front_end
 from presk.tune.capture import capture, points_of
+from presk.tune.model import ProfileError, price
+from presk.tune.model import read as read_profile
 from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
 
 NAME = "autotune"
@@ -59,13 +61,15 @@ def main(args: argparse.Namespace) -> int:
     return guard(NAME, lambda: _autotune(args))
 
 
-def _pricer(path: str | None) -> Pricer | None:
+def _pricer(path: str | None, threads: int) -> Pricer | None:
+    """The model's price of each point, from the profile at `path` (None: no prices)."""
     if path is None:
         return None
-    from presk.tune.model import load_profile, price  # the model is issue 15's part 2
-
-    profile = load_profile(path)
-    return lambda nest, lowered: price(nest, lowered, profile)
+    try:
+        profile = read_profile(path)
+    except ProfileError as error:
+        raise CommandError(f"--profile {error}") from None
+    return lambda nest, lowered: price(nest, lowered, profile, threads)
 
 
 def _autotune(args: argparse.Namespace) -> int:
@@ -83,7 +87,7 @@ def _autotune(args: argparse.Namespace) -> int:
     planned = planned_of(args)
     if planned is None:
         return 1
-    price = _pricer(args.profile)
+    pricer = _pricer(args.profile, threads)
     start = time.perf_counter()
     checked, _ = front_end(args.file, const_overrides(args.const))
     chosen = choose_entry(checked, args.entry, args.dim)
@@ -94,7 +98,7 @@ def _autotune(args: argparse.Namespace) -> int:
     total = sum(len(points_of(n, threads, args.space)) for n in captured.nests)
     with _progress(total) as bar:
         nests, costed, measured = sweep(
-            captured, args.space, threads, repeat, config, dtype, price, bar.update
+            captured, args.space, threads, repeat, config, dtype, pricer, bar.update
         )
     meta: dict[str, Any] = {
         "file": args.file,
