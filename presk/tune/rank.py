@@ -286,7 +286,7 @@ def _q(
             ]
         )
     worst = max(rows, key=lambda r: float(r[3]))
-    measured = f"{len(rows)} contraction nests; worst regret {worst[3]} (`{worst[0]}`)"
+    measured = f"{len(rows)} contraction nests; worst regret {worst[3]} ({worst[0]})"
     return ("Q", text, measured, "**holds**" if holds else "**fails**"), rows
 
 
