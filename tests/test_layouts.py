@@ -69,10 +69,10 @@ def _nests(case: str, dtype: str, tmp_path: Path) -> list[harness.Captured]:
 
 
 def _sample(points: list[Layout]) -> list[Layout]:
-    """Point zero, the default, and every 23rd point (the space's order mixes them)."""
+    """Point zero, the default, and every 37th point (the space's order mixes them)."""
     if FULL:
         return points
-    return points[:2] + points[2::23]
+    return points[:2] + points[2::37]
 
 
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])

@@ -237,10 +237,16 @@ def test_bad_mode_and_threads_are_one_line_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
-def test_plan_is_not_built_yet(tmp_path: Path) -> None:
-    code, _, err = run_presk("export", *ATTEND, "--plan", "@p.json", "-o", str(tmp_path / "p"))
-    assert code == 2 and "not built yet" in err and err.count("\n") == 1
-    assert not (tmp_path / "p").exists()
+def test_a_plan_is_refused_at_point_zero(tmp_path: Path) -> None:
+    """--mode scop writes every nest at point zero: a layout plan has nothing to say."""
+    code, _, err = run_presk(
+        "export", *ATTEND, "--mode", "scop", "--plan", "@tutorial/pack.json",
+        "-o", str(tmp_path / "p"),
+    )  # fmt: skip
+    assert code == 2 and "point zero" in err and err.count("\n") == 1
+    code, _, err = run_presk("export", *ATTEND, "--plan", "@p.json", "-o", str(tmp_path / "q"))
+    assert code == 2 and "No such file" in err and err.count("\n") == 1
+    assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
 
 
 def test_a_packed_kernel_is_not_point_zero() -> None:
