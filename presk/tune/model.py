@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, stats
 
 from presk.data.format import write_atomically
 from presk.tune.capture import Captured
@@ -302,6 +301,8 @@ def spearman(a: list[float], b: list[float]) -> float:
     a constant side)."""
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return 0.0
+    from scipy import stats  # scipy takes a second to import: only where a fit runs
+
     value = float(stats.spearmanr(a, b).statistic)
     return value if math.isfinite(value) else 0.0
 
@@ -352,6 +353,8 @@ def fit_layout(samples: list[Sample], form: str) -> Fitted:
     p0 += [start("work")] * ng + [start("loads")] * ng
     lo = [-LOG_BOUND] * len(p0)
     hi = [LOG_BOUND] * len(p0)
+    from scipy import optimize  # scipy takes a second to import: only where a fit runs
+
     best: optimize.OptimizeResult | None = None
     for q0 in (1.0, 2.0, 4.0) if form == "pnorm" else (1.0,):
         p = np.array(p0 + ([q0] if form == "pnorm" else []))
@@ -403,6 +406,8 @@ def fit_roofline(samples: list[Sample]) -> Fitted:
             math.log(max(float(np.median(q)), 1.0) / scale),
         ]
     )
+    from scipy import optimize
+
     result = optimize.least_squares(
         residuals, p0, bounds=([-LOG_BOUND] * 3, [LOG_BOUND] * 3), method="trf"
     )
