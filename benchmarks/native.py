@@ -1,72 +1,51 @@
 """`make bench`: the native backend against NumPy and PyTorch, measured in the same run.
 
-Prints ratios, never absolute claims: these machines are shared and noisy.
+Prints ratios with their goals (issue 11), never absolute claims: these machines are
+shared and noisy, so the two sides of a comparison alternate and each keeps its best
+median (benchtools.best_medians). Every PyTorch comparison first checks that both sides
+compute the same output, loss or gradient (f32 tolerance); its PyTorch side is a small
+script here (torch_minigpt.py, torch_attention.py) on the very arrays presk reads.
 1. gemm N×N·N×N in f32 (N=1024 by default), one thread, against NumPy's BLAS
    on one thread; and two threads against our own one.
-2. The tiny MiniGPT forward (V=64 D=16 H=2 L=2, B=2 T=8, f32) against
-   PyTorch eager on the same thread count (skipped without torch 2.13.0).
-   The mid MiniGPT (V=64 D=64 H=4 L=4, B=32 T=32, f32) loss gradient against
-   PyTorch eager's zero_grad + forward + backward, on 1 and 2 threads.
-3. Host overhead: an entry of about fifty small launches, per call.
-4. A cached run starts no compiler; the cold compile of the tiny MiniGPT
-   loss gradient.
+2. The tiny MiniGPT forward (V=64 D=16 H=2 L=2, B=2 T=8, f32) against PyTorch eager.
+3. The mid MiniGPT (V=64 D=64 H=4 L=4, B=32 T=32, f32): the loss against PyTorch's
+   forward (1 thread), the loss gradient against PyTorch eager's zero_grad + forward +
+   backward (1 and 2 threads).
+4. tutorial/03's causal attention (B=16 T=256, f32, 1 thread) against
+   `scaled_dot_product_attention(is_causal=True)` and the eager steps.
+5. The course GPT (corpus/05_gpt.psk at V=92 D=384 H=6 L=6, B=16 T=256, f32) loss
+   gradient against PyTorch's zero_grad + forward + backward, one call each, 1 thread
+   (PRESK_BENCH_COURSE=0 skips it).
+6. Host overhead: an entry of about fifty small launches, per call; a Python API call.
+7. The exported attention against the native call; a cached run starts no compiler;
+   the cold compile of the tiny MiniGPT loss gradient.
+(No ratio without torch 2.13.0: the line says so.)
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 # One BLAS thread for the NumPy reference (set before NumPy loads).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gmpy2
 import numpy as np
+from benchtools import assert_close, best_medians, compiled_entry, drawn, median_time, prepared
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def median_time(call: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def prepared(
-    path: str,
-    entry: str,
-    dims: dict[str, int],
-    consts: dict[str, int],
-    dtype: str,
-    threads: int = 1,
-) -> tuple[object, list[object], object]:
-    """The entry compiled through the one compile path, and the inputs `presk run` draws."""
-    from presk.host.realization import Realization
-    from presk.interp.run import reference_inputs
-    from presk.pipeline import compile_path
-
-    compiled, checked, chosen, binding = compile_path(
-        path,
-        entry,
-        dims,
-        Realization(dtype),
-        threads,
-        consts={k: Fraction(v) for k, v in consts.items()},
-        banner=f"bench {entry}",
-    )
-    with gmpy2.context(precision=53):
-        inputs = reference_inputs(chosen.info, binding.dims, binding.prefix, 0)
-    return compiled, inputs, checked
+# The mid and the course model: (consts, dims), as the issue's table names them.
+MID = ({"V": 64, "D": 64, "H": 4, "L": 4}, {"B": 32, "T": 32})
+COURSE = ({"V": 92, "D": 384, "H": 6, "L": 6}, {"B": 16, "T": 256})
+MINIGPT = "tests/examples/minigpt/minigpt.psk"
+MINIGPT_GRAD = "tests/ad/minigpt_grad.psk"
+COURSE_GPT = "benchmarks/course_gpt.psk"  # corpus/05_gpt.psk's loss and its gradient
+ATTENTION = "tutorial/03_attention.psk"
 
 
 def gemm(n: int) -> None:
@@ -91,78 +70,142 @@ def gemm(n: int) -> None:
     print(f"  presk 2 threads / 1 thread: {rows[0] / rows[1]:.2f}×  (goal ≥ 1.7×)")
 
 
-def minigpt_vs_torch() -> None:
-    consts = {"V": 64, "D": 16, "H": 2, "L": 2}
-    p, inputs, _ = prepared(
-        "tests/examples/minigpt/minigpt.psk", "MiniGPT.apply", {"B": 2, "T": 8}, consts, "f32", 1
-    )
-    invoke = p.bind(inputs).invoke  # type: ignore[attr-defined]
-    invoke()
-    t_presk = median_time(invoke, 50)
+def _torch(what: str) -> Any:
+    """PyTorch on one thread, or None after a line saying there is no ratio."""
     try:
         import torch
     except ImportError:
-        print(
-            f"tiny MiniGPT forward f32: presk {t_presk * 1e6:.0f} µs; torch not installed: no ratio"
-        )
+        print(f"{what}: torch not installed: no ratio")
+        return None
+    torch.set_num_threads(1)
+    return torch
+
+
+def _gradients_agree(what: str, ours: list[Any], torch_leaves: list[Any]) -> None:
+    """presk's gradient buffers against the `.grad` of PyTorch's leaves, leaf by leaf, each
+    to 1e-3 of its own largest magnitude or of a thousandth of the largest of all."""
+    assert len(ours) == len(torch_leaves), (what, len(ours), len(torch_leaves))
+    theirs = []
+    for i, leaf in enumerate(torch_leaves):
+        assert leaf.grad is not None, (what, i)
+        theirs.append(leaf.grad.numpy())
+    largest = max(float(np.max(np.abs(g))) for g in theirs)
+    for i, (mine, other) in enumerate(zip(ours, theirs, strict=True)):
+        assert_close(f"{what}, leaf {i}", mine, other, 1e-3, floor=1e-3 * largest)
+
+
+def _ratio(what: str, presk_s: float, torch_s: float, torch_side: str, goal: str) -> None:
+    unit, scale = ("s", 1.0) if min(presk_s, torch_s) > 1 else ("ms", 1e3)
+    print(
+        f"{what}: presk {presk_s * scale:.2f} {unit}, {torch_side} {torch_s * scale:.2f} {unit}:"
+        f" presk / torch {presk_s / torch_s:.2f}×  ({goal})"
+    )
+
+
+def minigpt_vs_torch() -> None:
+    """The tiny MiniGPT forward against PyTorch eager's, on one thread."""
+    consts = {"V": 64, "D": 16, "H": 2, "L": 2}
+    program, inputs = drawn(MINIGPT, "MiniGPT.apply", {"B": 2, "T": 8}, consts, "f32", 1)
+    torch = _torch("tiny MiniGPT forward f32")
+    if torch is None:
         return
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from torch_minigpt import forward_from_presk
 
-    torch.set_num_threads(1)
-    fwd = forward_from_presk(inputs, consts)
-    with torch.no_grad():
-        fwd()
-        t_torch = median_time(fwd, 50)
+    forward = forward_from_presk(inputs, consts)
+    bound = program.bind(inputs)
+    bound.invoke()
+    assert_close("tiny MiniGPT logits", bound.outputs[0], forward().numpy(), 1e-4)
+    t_presk, t_torch = best_medians([bound.invoke, forward], 5, 50)
     print(
         f"tiny MiniGPT forward f32, 1 thread: presk {t_presk * 1e6:.0f} µs, "
-        f"torch eager {t_torch * 1e6:.0f} µs: {t_torch / t_presk:.1f}× faster  (goal ≥ 5×)"
+        f"torch eager {t_torch * 1e6:.0f} µs: {t_torch / t_presk:.1f}× faster  (goal ≥ 15×)"
     )
 
 
-def minigpt_grad_vs_torch() -> None:
-    """The mid MiniGPT's loss gradient natively against PyTorch eager's training step."""
-    consts = {"V": 64, "D": 64, "H": 4, "L": 4}
-    dims = {"B": 32, "T": 32}
-    path = "tests/ad/minigpt_grad.psk"
-    try:
-        import torch
-    except ImportError:
-        print("mid MiniGPT loss gradient f32: torch not installed: no ratio")
+def minigpt_mid_vs_torch() -> None:
+    """The mid MiniGPT's loss (1 thread) and its gradient (1 and 2 threads) against
+    PyTorch eager's forward and its zero_grad + forward + backward."""
+    consts, dims = MID
+    torch = _torch("mid MiniGPT loss and gradient f32")
+    if torch is None:
         return
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from torch_minigpt import loss_step_from_presk
 
-    grads = {t: prepared(path, "loss_grad", dims, consts, "f32", t) for t in (1, 2)}
-    inputs = grads[1][1]
-    loss_entry, _, _ = prepared(path, "loss", dims, consts, "f32", 1)
-    t_loss, t_step, leaves = loss_step_from_presk(inputs, consts)
+    loss_entry, inputs = drawn(MINIGPT_GRAD, "loss", dims, consts, "f32", 1)
+    grads = {
+        t: compiled_entry(MINIGPT_GRAD, "loss_grad", dims, consts, "f32", t)[0] for t in (1, 2)
+    }
+    t_loss, t_step, torch_leaves = loss_step_from_presk(inputs, consts)
     # Both sides compute the same loss and gradient (f32 tolerance) before any timing.
-    ours = float(loss_entry.raw(inputs)[0])  # type: ignore[attr-defined]
-    theirs = float(t_loss().detach())
-    assert abs(ours - theirs) <= 1e-4 * abs(theirs), (ours, theirs)
+    with torch.no_grad():
+        assert_close("mid MiniGPT loss", loss_entry.raw(inputs)[0], t_loss().numpy(), 1e-4)
     t_step()
-    presk_grad = grads[1][0].raw(inputs)  # type: ignore[attr-defined]
-    assert len(presk_grad) == len(leaves)
-    for mine, leaf in zip(presk_grad, leaves, strict=True):
-        assert leaf.grad is not None
-        g = leaf.grad.numpy()
-        assert np.max(np.abs(mine.reshape(g.shape) - g)) <= 1e-3 * max(np.max(np.abs(g)), 1e-30)
+    _gradients_agree("mid MiniGPT gradient", grads[1].raw(inputs), torch_leaves)
+    loss_call = loss_entry.bind(inputs).invoke
+    with torch.no_grad():
+        native, eager = best_medians([loss_call, t_loss], 5, 5)
+    _ratio("mid MiniGPT loss f32, 1 thread", native, eager, "torch eager forward", "goal ≤ 1.0×")
     for threads in (1, 2):
-        invoke = grads[threads][0].bind(inputs).invoke  # type: ignore[attr-defined]
         torch.set_num_threads(threads)
-        invoke()
-        t_step()
-        native, eager = [], []
-        for _ in range(5):  # the sides alternate; each keeps its least median
-            native.append(median_time(invoke, 3))
-            eager.append(median_time(t_step, 3))
-        print(
-            f"mid MiniGPT loss gradient f32, {threads} thread(s): presk {min(native) * 1e3:.1f} "
-            f"ms, torch eager zero_grad+forward+backward {min(eager) * 1e3:.1f} ms: presk / "
-            f"torch {min(native) / min(eager):.2f}×  (goal ≤ 1.0×)"
+        native, eager = best_medians([grads[threads].bind(inputs).invoke, t_step], 5, 3)
+        _ratio(
+            f"mid MiniGPT loss gradient f32, {threads} thread(s)",
+            native,
+            eager,
+            "torch eager zero_grad+forward+backward",
+            "goal ≤ 1.0×",
         )
     torch.set_num_threads(1)
+
+
+def attention_vs_torch() -> None:
+    """tutorial/03's causal attention (B16 T256, f32, 1 thread) against SDPA and eager."""
+    program, inputs = drawn(ATTENTION, "attend", {"B": 16, "T": 256}, {}, "f32", 1)
+    torch = _torch("attention B16 T256 f32")
+    if torch is None:
+        return
+    from torch_attention import attention_from_presk
+
+    sdpa, eager = attention_from_presk(inputs)
+    bound = program.bind(inputs)
+    bound.invoke()
+    assert_close("attention, against SDPA", bound.outputs[0], sdpa().numpy(), 1e-4)
+    assert_close("attention, against eager", bound.outputs[0], eager().numpy(), 1e-4)
+    native, t_sdpa, t_eager = best_medians([bound.invoke, sdpa, eager], 5, 11)
+    what = "attention B16 T256 f32, 1 thread"
+    _ratio(what, native, t_sdpa, "torch SDPA is_causal", "goal ≤ 1.0×")
+    _ratio(what, native, t_eager, "torch eager", "no goal of its own: SDPA's is the one")
+
+
+def course_vs_torch() -> None:
+    """The course GPT's loss gradient (one call each side, 1 thread) against PyTorch
+    eager's zero_grad + forward + backward."""
+    consts, dims = COURSE
+    torch = _torch("course GPT loss gradient f32")
+    if torch is None:
+        return
+    from torch_minigpt import COURSE_NAMES, loss_step_from_presk
+
+    start = time.perf_counter()
+    loss_entry, inputs = drawn(COURSE_GPT, "loss", dims, consts, "f32", 1)
+    grad = compiled_entry(COURSE_GPT, "loss_grad", dims, consts, "f32", 1)[0]
+    compile_s = time.perf_counter() - start
+    t_loss, t_step, torch_leaves = loss_step_from_presk(inputs, consts, COURSE_NAMES)
+    with torch.no_grad():
+        assert_close("course GPT loss", loss_entry.raw(inputs)[0], t_loss().numpy(), 1e-4)
+    bound = grad.bind(inputs)
+    t_step()  # PyTorch's warm-up; presk's one call is slow enough to carry its own
+    eager = median_time(t_step, 1)
+    native = median_time(bound.invoke, 1)
+    # The timed call's gradient is the one checked: the ratio prints only if it agrees.
+    _gradients_agree("course GPT gradient", bound.outputs, torch_leaves)
+    _ratio(
+        f"course GPT loss gradient f32, 1 thread (compiled in {compile_s:.0f} s)",
+        native,
+        eager,
+        "torch eager zero_grad+forward+backward",
+        "goal ≤ 1.0×",
+    )
 
 
 def host_overhead() -> None:
@@ -235,7 +278,7 @@ def compile_times() -> None:
     start = time.perf_counter()
     prepared("tests/ad/minigpt_grad.psk", "loss_grad", {"B": 2, "T": 8}, consts, "f32", 1)
     warm = time.perf_counter() - start
-    build._run = original  # type: ignore[assignment]
+    build._run = original
     print(
         f"tiny MiniGPT loss gradient: cold compile {cold:.2f} s (goal under 5 s), "
         f"cached {warm:.2f} s starting {len(runs)} compiler process(es) (goal 0)"
@@ -299,7 +342,10 @@ def main() -> int:
     n = int(os.environ.get("PRESK_BENCH_N", "1024"))
     gemm(n)
     minigpt_vs_torch()
-    minigpt_grad_vs_torch()
+    minigpt_mid_vs_torch()
+    attention_vs_torch()
+    if os.environ.get("PRESK_BENCH_COURSE", "1") != "0":
+        course_vs_torch()
     host_overhead()
     python_call_overhead()
     export_vs_native()

@@ -3,8 +3,9 @@
 Mirrors tests/examples/minigpt/minigpt.psk: token and position tables,
 pre-norm blocks (causal multi-head attention, a gelu perceptron), a final
 LayerNorm and the head; and train_minigpt.psk's loss, the mean
-cross-entropy. Used by benchmarks/native.py for the eager ratios: the
-forward, and zero_grad + forward + backward of the loss.
+cross-entropy. corpus/05_gpt.psk is the same model under other names
+(COURSE_NAMES). Used by benchmarks/native.py for the eager ratios: the
+forward, the loss, and zero_grad + forward + backward of the loss.
 """
 
 from __future__ import annotations
@@ -16,10 +17,20 @@ from typing import Any
 import numpy as np
 import torch
 
-
-def _param(leaf: Any) -> torch.Tensor:
-    values = np.array([float(x) for x in leaf.data.reshape(-1)], dtype=np.float32)
-    return torch.from_numpy(values.reshape(leaf.shape))
+# corpus/05_gpt.psk's names for the same model (benchmarks/course_gpt.psk), as MiniGPT's.
+COURSE_NAMES = {
+    "tokens": "tok",
+    "places": "pos",
+    "norm1": "ln1",
+    "norm2": "ln2",
+    "ff": "mlp",
+    "query": "q_proj",
+    "key": "k_proj",
+    "value": "v_proj",
+    "out": "o_proj",
+    "norm": "ln_f",
+    "readout": "head",
+}
 
 
 def _layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -28,29 +39,40 @@ def _layer_norm(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> torch.Tens
     return (x - mu) / torch.sqrt(var + 1e-5) * g + b
 
 
-def _ids(tensor: Any) -> torch.Tensor:
-    return torch.tensor(np.array(tensor.data.tolist(), dtype=np.int64))
+def _dotted(tree: Any, names: dict[str, str], prefix: str = "") -> dict[str, np.ndarray]:
+    """A host parameter tree (nested dicts of arrays) as MiniGPT's dotted leaves, in order."""
+    out: dict[str, np.ndarray] = {}
+    for key, value in tree.items():
+        path = prefix + names.get(key, key)
+        if isinstance(value, dict):
+            out.update(_dotted(value, names, path + "."))
+        else:
+            out[path] = np.ascontiguousarray(value, dtype=np.float32)
+    return out
 
 
-def forward_from_presk(inputs: list[Any], consts: dict[str, int]) -> Callable[[], torch.Tensor]:
-    """A closure computing the logits for presk's inputs (θ, ids)."""
-    theta, ids_tensor = inputs
-    p = {path: _param(leaf) for path, leaf in theta.leaves()}
-    return _forward(p, _ids(ids_tensor), consts)
+def forward_from_presk(
+    inputs: list[Any], consts: dict[str, int], names: dict[str, str] | None = None
+) -> Callable[[], torch.Tensor]:
+    """A closure computing the logits for presk's host inputs (θ as nested dicts, ids)."""
+    theta, ids = inputs
+    p = {k: torch.from_numpy(v) for k, v in _dotted(theta, names or {}).items()}
+    return _forward(p, torch.from_numpy(np.asarray(ids, dtype=np.int64)), consts)
 
 
 def loss_step_from_presk(
-    inputs: list[Any], consts: dict[str, int]
+    inputs: list[Any], consts: dict[str, int], names: dict[str, str] | None = None
 ) -> tuple[Callable[[], torch.Tensor], Callable[[], None], list[torch.Tensor]]:
-    """For presk's (θ, ids, targets): the loss, a training step's gradient work, the leaves.
+    """For presk's host inputs (θ, ids, targets): the loss, a training step's gradient
+    work, the leaves.
 
     The step is zero_grad, forward and `backward()`; the leaves are θ's in presk's order,
-    their `.grad` the gradient after a step.
+    their `.grad` the gradient after a step. `names` renames θ's keys to MiniGPT's.
     """
-    theta, ids_tensor, targets_tensor = inputs
-    p = {path: _param(leaf).requires_grad_() for path, leaf in theta.leaves()}
-    forward = _forward(p, _ids(ids_tensor), consts)
-    targets = _ids(targets_tensor).reshape(-1)
+    theta, ids, targets_array = inputs
+    p = {k: torch.from_numpy(v).requires_grad_() for k, v in _dotted(theta, names or {}).items()}
+    forward = _forward(p, torch.from_numpy(np.asarray(ids, dtype=np.int64)), consts)
+    targets = torch.from_numpy(np.asarray(targets_array, dtype=np.int64)).reshape(-1)
     leaves = list(p.values())
 
     def loss() -> torch.Tensor:
@@ -60,7 +82,7 @@ def loss_step_from_presk(
     def step() -> None:
         for leaf in leaves:
             leaf.grad = None
-        loss().backward()
+        loss().backward()  # type: ignore[no-untyped-call]
 
     return loss, step, leaves
 
@@ -128,7 +150,7 @@ def train_step(
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss().backward()
+        loss().backward()  # type: ignore[no-untyped-call]
         opt.step()
 
     return loss, step
