@@ -19,7 +19,6 @@ Both sides compute the same loss (f32 tolerance) before anything is timed.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchtools import best_medians, median_time
 
 from presk.data.samples import flatten
 
@@ -36,15 +36,6 @@ PROGRAM = "tests/examples/minigpt/train_minigpt.psk"
 MID = ({"V": 64, "D": 64, "H": 4, "L": 4}, {"B": 32, "T": 32})
 TINY = {"V": 64, "D": 16, "H": 2, "L": 2}
 COURSE = ({"V": 92, "D": 384, "H": 6, "L": 6}, {"B": 16, "T": 256})
-
-
-def median_time(call: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _zeros(tree: Any) -> Any:
@@ -127,16 +118,11 @@ def mid_vs_torch() -> None:
 
         torch.set_num_threads(threads)
         _, eager_step = side
-        step.invoke()
-        eager_step()
-        native, eager = [], []
-        for _ in range(5):
-            native.append(median_time(step.invoke, 3))
-            eager.append(median_time(eager_step, 3))
+        native, eager = best_medians([step.invoke, eager_step], 5, 3)
         print(
-            f"mid MiniGPT training step f32, {threads} thread(s): presk {min(native) * 1e3:.1f} "
-            f"ms, torch eager zero_grad+forward+backward+AdamW {min(eager) * 1e3:.1f} ms: "
-            f"presk / torch {min(native) / min(eager):.2f}×  (goal ≤ 0.8×)"
+            f"mid MiniGPT training step f32, {threads} thread(s): presk {native * 1e3:.1f} "
+            f"ms, torch eager zero_grad+forward+backward+AdamW {eager * 1e3:.1f} ms: "
+            f"presk / torch {native / eager:.2f}×  (goal ≤ 0.8×)"
         )
     import torch
 
