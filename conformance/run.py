@@ -614,12 +614,12 @@ def reached(case: Case) -> set[str]:
                 out.add(op.name)
             elif isinstance(op, ir.Call):
                 todo.append(op.fn)
-            elif isinstance(op, ir.Fold):
+            elif isinstance(op, (ir.Fold, ir.FoldFwd)):
                 out.add("fold")
                 todo.append(op.fn)
-            elif isinstance(op, ir.FoldVjp):
+            elif isinstance(op, (ir.FoldVjp, ir.FoldBwd)):
                 out.add("fold reverse")
-                todo.extend((op.fn, op.forward))
+                todo.extend((op.fn, op.forward) if isinstance(op, ir.FoldVjp) else (op.fn,))
     return out
 
 

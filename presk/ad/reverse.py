@@ -177,28 +177,38 @@ class Differentiator:
         target = f"{name}.vjp{_suffix(fn, wrt)}"
         if target in self.generated:
             return target
-        combined = self.combined(fn, wrt, target, with_value=False, dce=self.remat == "recompute")
         if self.remat == "recompute":
-            self.add(combined)
+            self.add(self.combined(fn, wrt, target, with_value=False).fn)
             return target
-        fwd, bwd = self.split(fn, combined, wrt)
-        self.add(fwd)
-        self.add(bwd)
+        fwd_name, bwd_name = self.pieces(name, wrt)
+        fwd, bwd = self.generated[fwd_name], self.generated[bwd_name]
         b = Builder(target, fn.dims)
         args = [b.param(p.name, p.type, p.default) for p in fn.params]
         ct = b.param("ct", fn.ret)
         dims = tuple((d, _var(d)) for d in fn.dims)
-        residuals = b.emit(None, fwd.ret, ir.Call(fwd.name, dims, tuple(args)))
+        kept = b.emit(None, fwd.ret, ir.Call(fwd.name, dims, tuple(args)))
+        residuals = b.emit(None, _residual_type(fwd), ir.Get(kept, 1))
         out = b.emit(None, bwd.ret, ir.Call(bwd.name, dims, (*args, residuals, ct)))
         self.add(b.finish(bwd.ret, out))
         return target
+
+    def pieces(self, name: str, wrt: tuple[int, ...]) -> tuple[str, str]:
+        """`F.fwd[w]` and `F.bwd[w]` (the store form), generated once per (F, w)."""
+        fn = self.function(name)
+        suffix = _suffix(fn, wrt)
+        names = f"{name}.fwd{suffix}", f"{name}.bwd{suffix}"
+        if names[0] not in self.generated:
+            swept = self.combined(fn, wrt, f"{name}.vjp{suffix}", with_value=False, dce=False)
+            for piece in self.split(fn, swept, wrt):
+                self.add(piece)
+        return names
 
     def value_vjp(self, name: str, wrt: tuple[int, ...]) -> str:
         """`F.value_vjp`: the value and the adjoints in one call."""
         fn = self.function(name)
         target = f"{name}.value_vjp{_suffix(fn, wrt)}"
         if target not in self.generated:
-            self.add(self.combined(fn, wrt, target, with_value=True))
+            self.add(self.combined(fn, wrt, target, with_value=True).fn)
         return target
 
     # ------------------------------------------------------------ the sweep
@@ -210,8 +220,13 @@ class Differentiator:
         target: str,
         with_value: bool,
         dce: bool = True,
-    ) -> ir.Function:
-        """Forward pass then reverse sweep in one function (the recompute form)."""
+    ) -> _Swept:
+        """Forward pass then reverse sweep in one function.
+
+        In the store form an active call runs its callee's `.fwd` and a fold its
+        layers' (`FoldFwd`), so the sweep reads their residuals instead of running
+        their forward passes again; see Note [Forward once].
+        """
         b = Builder(target, fn.dims)
         m: dict[int, ir.Operand] = {}
         types: dict[int, Type] = {}
@@ -220,6 +235,7 @@ class Differentiator:
             types[p.index] = p.type
         ct = b.param("ct", fn.ret)
         active = set(wrt)
+        kept: dict[int, _Kept] = {}
         for instr in fn.body:
             types[instr.index] = instr.type
             if isinstance(instr.op, ir.GradOf):
@@ -229,7 +245,14 @@ class Differentiator:
             if any(isinstance(o, ir.Ref) and o.index in active for o in operands(instr.op)):
                 if differentiable_type(instr.type) or isinstance(instr.type, TupleT):
                     active.add(instr.index)
+            if self.remat == "store" and instr.index in active:
+                forward = self.keep(b, instr, m, types, active)
+                if forward is not None:
+                    m[instr.index], kept[instr.index] = forward
+                    continue
             m[instr.index] = b.emit(instr.name, instr.type, remap(instr.op, m), instr.span)
+        boundary = len(b.params) + len(b.instrs)
+        value = remap_operand(fn.result, m)
         adj = _Adjoints(b, types, m)
         if isinstance(fn.result, ir.Ref) and fn.result.index in active:
             adj.add(fn.result.index, ct)
@@ -239,7 +262,7 @@ class Differentiator:
             cotangent = adj.total(instr.index)
             if cotangent is None:
                 continue
-            self.sweep(b, instr, m, types, active, adj, cotangent)
+            self.sweep(b, instr, m, types, active, adj, cotangent, kept.get(instr.index))
         outputs: list[ir.Operand] = []
         out_types: list[Type] = []
         for index in wrt:
@@ -250,12 +273,57 @@ class Differentiator:
             outputs.append(total)
             out_types.append(param.type)
         if with_value:
-            outputs.insert(0, remap_operand(fn.result, m))
+            outputs.insert(0, value)
             out_types.insert(0, fn.ret)
         ret = TupleT(tuple(out_types))
         result = b.emit(None, ret, ir.MakeTuple(tuple(outputs)))
         whole = b.finish(ret, result, fn.effects)
-        return _dce(whole) if dce else whole
+        return _Swept(_dce(whole) if dce else whole, boundary, value)
+
+    def keep(
+        self,
+        b: Builder,
+        instr: ir.Instr,
+        m: dict[int, ir.Operand],
+        types: dict[int, Type],
+        active: set[int],
+    ) -> tuple[ir.Operand, _Kept] | None:
+        """An active call or fold run in the store form: its value, and what its reverse reads."""
+        match instr.op:
+            case ir.Call(callee, dims, args):
+                target = self.function(callee)
+                positions = tuple(
+                    i
+                    for i, a in enumerate(args)
+                    if isinstance(a, ir.Ref)
+                    and a.index in active
+                    and differentiable_type(target.params[i].type)
+                )
+                if not positions:
+                    return None
+                try:
+                    fwd_name, bwd_name = self.pieces(callee, positions)
+                except NotDifferentiable:
+                    return None  # the sweep says so if it needs this call's adjoint
+                fwd = self.generated[fwd_name]
+                res_ty = _residual_type(fwd)
+                call = ir.Call(fwd_name, dims, tuple(remap_operand(a, m) for a in args))
+                out = b.emit(None, TupleT((instr.type, res_ty)), call)
+                value = b.emit(instr.name, instr.type, ir.Get(out, 0), instr.span)
+                residuals = b.emit(None, res_ty, ir.Get(out, 1))
+                return value, _Kept(bwd_name, positions, residuals)
+            case ir.Fold(callee, dims, stacked, count, init, _):
+                fwd_name, bwd_name = self.pieces(callee, (0, 1))
+                res_ty = _residual_type(self.generated[fwd_name])
+                carry = types[init.index] if isinstance(init, ir.Ref) else instr.type
+                layers, start = remap_operand(stacked, m), remap_operand(init, m)
+                op = ir.FoldFwd(fwd_name, dims, layers, count, start)
+                out = b.emit(None, TupleT((instr.type, carry, res_ty)), op)
+                value = b.emit(instr.name, instr.type, ir.Get(out, 0), instr.span)
+                inputs = b.emit(None, carry, ir.Get(out, 1))
+                residuals = b.emit(None, res_ty, ir.Get(out, 2))
+                return value, _Kept(bwd_name, (0, 1), residuals, inputs)
+        return None
 
     def sweep(
         self,
@@ -266,6 +334,7 @@ class Differentiator:
         active: set[int],
         adj: _Adjoints,
         ct: ir.Operand,
+        kept: _Kept | None = None,
     ) -> None:
         """Add the contributions of one instruction's cotangent to its operands."""
 
@@ -304,35 +373,32 @@ class Differentiator:
                 )
                 if not positions:
                     return
-                vjp = self.vjp(callee, positions)
-                out_ty = TupleT(tuple(target.params[i].type for i in positions))
                 call_ty = self._call_types(args, positions, types)
-                out = b.emit(
-                    None,
-                    call_ty or out_ty,
-                    ir.Call(vjp, dims, (*(remap_operand(a, m) for a in args), ct)),
-                )
+                inputs = tuple(remap_operand(a, m) for a in args)
+                if kept is not None:
+                    assert kept.positions == positions
+                    reverse = ir.Call(kept.bwd, dims, (*inputs, kept.residuals, ct))
+                else:
+                    reverse = ir.Call(self.vjp(callee, positions), dims, (*inputs, ct))
+                out = b.emit(None, call_ty, reverse)
                 for k, i in enumerate(positions):
                     arg = args[i]
                     assert isinstance(arg, ir.Ref)
                     part = b.emit(None, types[arg.index], ir.Get(out, k))
                     adj.add(arg.index, part)
             case ir.Fold(callee, dims, stacked, count, init, _):
-                vjp = self.vjp(callee, (0, 1))
                 st, it = types[stacked.index], types[init.index]  # type: ignore[union-attr]
-                out = b.emit(
-                    None,
-                    TupleT((st, it)),
-                    ir.FoldVjp(
-                        vjp,
-                        dims,
-                        callee,
-                        remap_operand(stacked, m),
-                        count,
-                        remap_operand(init, m),
-                        ct,
-                    ),
-                )
+                layers = remap_operand(stacked, m)
+                back: ir.Op
+                if kept is not None:
+                    assert kept.inputs is not None
+                    back = ir.FoldBwd(
+                        kept.bwd, dims, layers, count, kept.inputs, kept.residuals, ct
+                    )
+                else:
+                    vjp = self.vjp(callee, (0, 1))
+                    back = ir.FoldVjp(vjp, dims, callee, layers, count, remap_operand(init, m), ct)
+                out = b.emit(None, TupleT((st, it)), back)
                 for k, operand in enumerate((stacked, init)):
                     if is_active(operand):
                         assert isinstance(operand, ir.Ref)
@@ -367,35 +433,56 @@ class Differentiator:
     # ------------------------------------------------------------ residuals
 
     def split(
-        self, fn: ir.Function, combined: ir.Function, wrt: tuple[int, ...]
+        self, fn: ir.Function, swept: _Swept, wrt: tuple[int, ...]
     ) -> tuple[ir.Function, ir.Function]:
-        """Cut the recompute form into `.fwd` (returns residuals) and `.bwd`."""
+        """Cut the store form into `.fwd` (the value and the residuals) and `.bwd`."""
+        combined = swept.fn
         n = len(fn.params)
-        # The sweep starts where the copied forward body ends.
-        boundary = n + 1 + len(fn.body)
-        forward = [i for i in combined.body if i.index < boundary]
-        backward = [i for i in combined.body if i.index >= boundary]
-        forward_ids = {i.index for i in forward}
+        forward = [i for i in combined.body if i.index < swept.boundary]
+        backward = [i for i in combined.body if i.index >= swept.boundary]
+        by_index = {i.index: i for i in forward}
+        # Views of the parameters are taken again in `.bwd`; the rest is kept.
+        again: set[int] = set()
+        for instr in forward:
+            if _structural(instr) and all(
+                not isinstance(o, ir.Ref) or o.index < n or o.index in again
+                for o in operands(instr.op)
+            ):
+                again.add(instr.index)
         residuals: list[int] = []
+        retaken: set[int] = set()
+
+        def need(index: int) -> None:
+            if index not in by_index or index in retaken or index in residuals:
+                return
+            if index in again:
+                retaken.add(index)
+                for o in operands(by_index[index].op):
+                    if isinstance(o, ir.Ref):
+                        need(o.index)
+            else:
+                residuals.append(index)
+
         for instr in backward:
             for o in operands(instr.op):
-                if isinstance(o, ir.Ref) and o.index in forward_ids and o.index not in residuals:
-                    residuals.append(o.index)
-        if isinstance(combined.result, ir.Ref) and combined.result.index in forward_ids:
-            residuals.append(combined.result.index)
-        by_index = {i.index: i for i in forward}
-        res_types = tuple(by_index[r].type for r in residuals)
+                if isinstance(o, ir.Ref):
+                    need(o.index)
+        if isinstance(combined.result, ir.Ref):
+            need(combined.result.index)
+        res_ty = TupleT(tuple(by_index[r].type for r in residuals))
         suffix = _suffix(fn, wrt)
-        # .fwd: the forward instructions the residuals need.
+        # .fwd: the value and the residuals.
         fb = Builder(f"{fn.name}.fwd{suffix}", fn.dims)
         fm: dict[int, ir.Operand] = {}
         for p in fn.params:
             fm[p.index] = fb.param(p.name, p.type, p.default)
         for instr in forward:
             fm[instr.index] = fb.emit(instr.name, instr.type, remap(instr.op, fm), instr.span)
-        res_ty = TupleT(res_types)
         packed = fb.emit(None, res_ty, ir.MakeTuple(tuple(fm[r] for r in residuals)))
-        fwd = _dce(fb.finish(res_ty, packed, fn.effects))
+        out_ty = TupleT((fn.ret, res_ty))
+        value = remap_operand(swept.value, fm)
+        out = fb.emit(None, out_ty, ir.MakeTuple((value, packed)))
+        fwd = _dce(fb.finish(out_ty, out, fn.effects))
         # .bwd: parameters, the residuals, the cotangent; then the sweep.
         bb = Builder(f"{fn.name}.bwd{suffix}", fn.dims)
         bm: dict[int, ir.Operand] = {}
@@ -406,10 +493,63 @@ class Differentiator:
         for k, r in enumerate(residuals):
             instr = by_index[r]
             bm[r] = bb.emit(instr.name, instr.type, ir.Get(packed_in, k))
+        for instr in forward:
+            if instr.index in retaken:
+                bm[instr.index] = bb.emit(instr.name, instr.type, remap(instr.op, bm), instr.span)
         for instr in backward:
             bm[instr.index] = bb.emit(instr.name, instr.type, remap(instr.op, bm), instr.span)
         bwd = _dce(bb.finish(combined.ret, remap_operand(combined.result, bm)))
         return fwd, bwd
+
+
+@dataclass(frozen=True)
+class _Swept:
+    """A forward-then-reverse function, with where its forward copy ends and its value."""
+
+    fn: ir.Function
+    boundary: int  # instructions numbered below it are the forward copy
+    value: ir.Operand
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A call or fold run forward in the store form: its reverse and what that reads."""
+
+    bwd: str
+    positions: tuple[int, ...]
+    residuals: ir.Operand
+    inputs: ir.Operand | None = None  # a fold's layer inputs
+
+
+def _residual_type(fwd: ir.Function) -> Type:
+    """The residual tuple's type of a `.fwd` function (item 1 of its result)."""
+    assert isinstance(fwd.ret, TupleT)
+    return fwd.ret.items[1]
+
+
+def _structural(instr: ir.Instr) -> bool:
+    """Views, regroupings and scalar constants: cheaper to take again than to keep."""
+    match instr.op:
+        case ir.Field() | ir.Slice() | ir.Get() | ir.MakeTuple():
+            return True
+        case ir.Prim(name):
+            scalar = isinstance(instr.type, Tensor) and not instr.type.axes
+            return scalar and name in ("real", "dim")
+    return False
+
+
+# Note [Forward once]
+# ~~~~~~~~~~~~~~~~~~~
+# In the store form a gradient runs every forward kernel once. The forward copy
+# of a differentiated function calls each active callee's `.fwd`, which
+# returns the callee's value with its residuals, and runs an active fold as a
+# `FoldFwd`, which keeps every layer's input and residuals; the sweep then
+# calls the callee's `.bwd` (or a `FoldBwd`) on what was kept. Those residuals
+# are values of the caller's forward copy like any other, so when the caller
+# is itself cut into `.fwd`/`.bwd` they become its residuals in turn, up to
+# the entry. The recompute form (`--remat recompute`) calls `.vjp`, which runs
+# the callee's forward pass again, and reverses folds with `FoldVjp`: less
+# memory, more time. Both compute the same values, so the bits do not change.
 
 
 def _var(name: str) -> Lin:

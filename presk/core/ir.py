@@ -97,6 +97,42 @@ class FoldVjp:
 
 
 @dataclass(frozen=True, slots=True)
+class FoldFwd:
+    """A fold's forward pass that keeps what its reverse reads (the `store` form).
+
+    `fn` is the layer function's `.fwd` in (θ_l, x_l), which returns (x_{l+1},
+    residuals). The result is the tuple (final value, every layer's input,
+    every layer's residuals): the last two hold one entry per layer along a
+    leading axis their types leave out (the types are one layer's), and only
+    a `FoldBwd` reads them.
+    """
+
+    fn: str
+    dims: tuple[tuple[str, Lin], ...]
+    stacked: Operand
+    count: Lin
+    init: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class FoldBwd:
+    """The reverse sweep of a `FoldFwd`: the layers in reverse, each its `.bwd`.
+
+    `fn` is the layer function's `.bwd` in (θ_l, x_l, residuals_l, ct); `inputs`
+    and `residuals` are items 1 and 2 of the `FoldFwd`. The result is the tuple
+    (adjoint of the stacked tree, adjoint of the initial value).
+    """
+
+    fn: str
+    dims: tuple[tuple[str, Lin], ...]
+    stacked: Operand
+    count: Lin
+    inputs: Operand
+    residuals: Operand
+    ct: Operand
+
+
+@dataclass(frozen=True, slots=True)
 class Field:
     """A subtree or leaf of a parameter tree: `θ.proj`."""
 
@@ -142,7 +178,7 @@ class GradOf:
     value: bool = False
 
 
-Op = Prim | Call | Fold | FoldVjp | Field | Slice | MakeTuple | Get | GradOf
+Op = Prim | Call | Fold | FoldVjp | FoldFwd | FoldBwd | Field | Slice | MakeTuple | Get | GradOf
 
 
 @dataclass(frozen=True, slots=True)

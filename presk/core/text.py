@@ -82,6 +82,14 @@ def op_text(op: ir.Op) -> str:
                 f"fold_vjp {fn}{_dims(dims)} of {forward} over {operand(stacked)} × {count} "
                 f"from {operand(init)}, ct {operand(ct)}"
             )
+        case ir.FoldFwd(fn, dims, stacked, count, init):
+            over = f"over {operand(stacked)} × {count} from {operand(init)}"
+            return f"fold_fwd {fn}{_dims(dims)} {over}"
+        case ir.FoldBwd(fn, dims, stacked, count, inputs, residuals, ct):
+            return (
+                f"fold_bwd {fn}{_dims(dims)} over {operand(stacked)} × {count} inputs "
+                f"{operand(inputs)} residuals {operand(residuals)}, ct {operand(ct)}"
+            )
         case ir.Field(tree, name):
             return f"field {operand(tree)}.{name}"
         case ir.Slice(tree, index):

@@ -15,6 +15,10 @@ def operands(op: ir.Op) -> list[ir.Operand]:
             return [stacked, init, *extra]
         case ir.FoldVjp(_, _, _, stacked, _, init, ct):
             return [stacked, init, ct]
+        case ir.FoldFwd(_, _, stacked, _, init):
+            return [stacked, init]
+        case ir.FoldBwd(_, _, stacked, _, inputs, residuals, ct):
+            return [stacked, inputs, residuals, ct]
         case ir.Field(tree) | ir.Slice(tree):
             return [tree]
         case ir.MakeTuple(items):
@@ -58,6 +62,10 @@ def remap(op: ir.Op, m: dict[int, ir.Operand]) -> ir.Op:
             return ir.Fold(fn, dims, r(stacked), count, r(init), tuple(r(e) for e in extra))
         case ir.FoldVjp(fn, dims, forward, stacked, count, init, ct):
             return ir.FoldVjp(fn, dims, forward, r(stacked), count, r(init), r(ct))
+        case ir.FoldFwd(fn, dims, stacked, count, init):
+            return ir.FoldFwd(fn, dims, r(stacked), count, r(init))
+        case ir.FoldBwd(fn, dims, stacked, count, inputs, residuals, ct):
+            return ir.FoldBwd(fn, dims, r(stacked), count, r(inputs), r(residuals), r(ct))
         case ir.Field(tree, name):
             return ir.Field(r(tree), name)
         case ir.Slice(tree, index):

@@ -48,7 +48,7 @@ def inexpressible(core: ir.Module, name: str) -> str | None:
             return f"`{fn_name}` draws samples (effect {', '.join(fn.effects)})"
         for instr in fn.body:
             match instr.op:
-                case ir.GradOf() | ir.FoldVjp():
+                case ir.GradOf() | ir.FoldVjp() | ir.FoldFwd() | ir.FoldBwd():
                     return f"`{fn_name}` takes a gradient"
                 case ir.Call(callee) | ir.Fold(callee):
                     todo.append(callee)

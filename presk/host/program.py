@@ -442,6 +442,18 @@ class _Body:
                     self.value(init),
                     self.value(ct),
                 )
+            case core.FoldFwd(fwd, call_dims, stacked, count, init):
+                return self.fold_fwd(fwd, call_dims, self.value(stacked), count, self.value(init))
+            case core.FoldBwd(bwd, call_dims, stacked, count, inputs, residuals, ct):
+                return self.fold_bwd(
+                    bwd,
+                    call_dims,
+                    self.value(stacked),
+                    count,
+                    self.value(inputs),
+                    self.value(residuals),
+                    self.value(ct),
+                )
             case core.Field(tree, name):
                 value = self.value(tree)
                 if not isinstance(value, HTree):
@@ -715,6 +727,71 @@ class _Body:
         body = (back_step, h.Swap(ct.dtype, cur, nxt))
         self.emit(h.Fold(loop, layers, h.Order.BACKWARD, body))
         self.rec.folds += 2
+        return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
+
+    def fold_fwd(
+        self,
+        fwd: str,
+        call_dims: tuple[tuple[str, Lin], ...],
+        stacked: HValue,
+        count: Lin,
+        init: HValue,
+    ) -> HValue:
+        """A fold's layers through their `.fwd`, every input and residual kept in a stack."""
+        if not isinstance(init, HTensor):
+            raise HostError("a fold over a value that is not a tensor")
+        layers = _int(count, self.dims)
+        dims = {d: _int(size, self.dims) for d, size in call_dims}
+        loop = f"l{len(self.locals)}"
+        # Layer l's input at row l; the last row is the fold's value.
+        xs = self.alloc(init.dtype, ((None, layers + 1), *init.axes))
+        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
+        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
+        layer = _layer(stacked, h.LoopVar(loop))
+        inst = self.rec.instance(fwd, dims, [layer, x_at])
+        assert isinstance(inst.result, tuple)
+        kept = self._outputs_like(_unlayer(inst.result[1], layers))
+        self.emit(h.Copy(xs.ptr, init.ptr, _bytes(init)))
+        step = self._call(inst, [layer, x_at], (x_next, _layer(kept, h.LoopVar(loop))), layers)
+        self.emit(h.Fold(loop, layers, h.Order.FORWARD, (step,)))
+        self.rec.folds += 1
+        last = HTensor(h.Layer(xs.ptr, layers, init.size), init.dtype, init.axes)
+        return (last, xs, kept)
+
+    def fold_bwd(
+        self,
+        bwd: str,
+        call_dims: tuple[tuple[str, Lin], ...],
+        stacked: HValue,
+        count: Lin,
+        inputs: HValue,
+        kept: HValue,
+        ct: HValue,
+    ) -> HValue:
+        """The layers of a `fold_fwd` in reverse, each its `.bwd` on what was kept."""
+        if not isinstance(inputs, HTensor) or not isinstance(ct, HTensor):
+            raise HostError("the reverse of a fold over a value that is not a tensor")
+        layers = _int(count, self.dims)
+        if layers == 0:
+            return (self._outputs_like(stacked), ct)
+        dims = {d: _int(size, self.dims) for d, size in call_dims}
+        loop = f"l{len(self.locals)}"
+        at = h.LoopVar(loop)
+        layer = _layer(stacked, at)
+        x_at = _layer(inputs, at)
+        kept_at = _layer(kept, at)
+        back = self.rec.instance(bwd, dims, [layer, x_at, kept_at, ct])
+        d_stacked = self._outputs_like(_unlayer(back.result[0], layers))  # type: ignore[index]
+        cur, nxt = self._accumulators("g", ct)
+        self.emit(h.Copy(cur, ct.ptr, _bytes(ct)))
+        back_step = self._call(
+            back,
+            [layer, x_at, kept_at, HTensor(cur, ct.dtype, ct.axes)],
+            (_layer(d_stacked, at), HTensor(nxt, ct.dtype, ct.axes)),
+            layers,
+        )
+        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, (back_step, h.Swap(ct.dtype, cur, nxt))))
+        self.rec.folds += 1
         return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
 
 

@@ -125,6 +125,34 @@ class Interpreter:
                     assert isinstance(out, tuple)
                     grads[layer], cotangent = out
                 return (adjoints.stack_layers(grads, tree), cotangent)
+            case ir.FoldFwd(fwd, call_dims, stacked, count, init):
+                # The layers' inputs and residuals are kept as tuples, one item a layer.
+                tree = self.operand(stacked, env)
+                assert isinstance(tree, Tree)
+                inner = {d: _int(size, dims) for d, size in call_dims}
+                inputs = [self.operand(init, env)]
+                kept: list[Value] = []
+                for layer in range(_int(count, dims)):
+                    out = self._call(fwd, inner, [tree.layer(layer), inputs[-1]])
+                    assert isinstance(out, tuple)
+                    inputs.append(out[0])
+                    kept.append(out[1])
+                return (inputs[-1], tuple(inputs[:-1]), tuple(kept))
+            case ir.FoldBwd(bwd, call_dims, stacked, count, inputs_op, residuals_op, ct):
+                tree = self.operand(stacked, env)
+                assert isinstance(tree, Tree)
+                inner = {d: _int(size, dims) for d, size in call_dims}
+                xs, kept_in = self.operand(inputs_op, env), self.operand(residuals_op, env)
+                assert isinstance(xs, tuple) and isinstance(kept_in, tuple)
+                layers = _int(count, dims)
+                grads = [tree] * layers
+                cotangent = self.operand(ct, env)
+                for layer in reversed(range(layers)):
+                    at = [tree.layer(layer), xs[layer], kept_in[layer], cotangent]
+                    out = self._call(bwd, inner, at)
+                    assert isinstance(out, tuple)
+                    grads[layer], cotangent = out
+                return (adjoints.stack_layers(grads, tree), cotangent)
             case ir.Field(tree_op, name):
                 tree = self.operand(tree_op, env)
                 assert isinstance(tree, Tree)

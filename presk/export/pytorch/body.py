@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from presk.core import ir
+from presk.core.walk import operands
 from presk.elab.presburger import Lin
 from presk.elab.program import ModuleInfo
 from presk.elab.ty import SCALAR, Hyper, Params, Tensor, Type
@@ -166,7 +167,7 @@ class BodyWriter:
                 value = Code("(" + ", ".join(self.code(i).text for i in items) + ",)")
             case ir.GradOf():
                 value = self.grad(op)
-            case ir.Slice() | ir.FoldVjp():
+            case ir.Slice() | ir.FoldVjp() | ir.FoldFwd() | ir.FoldBwd():
                 raise Unsupported(f"the Core operation {type(op).__name__}")
         self.bind(instr, value)
 
@@ -330,28 +331,10 @@ def _tail(fn: ir.Function) -> ir.Function:
     return ir.Function(fn.name, fn.dims, fn.params[1:], fn.ret, fn.effects, fn.body, fn.result)
 
 
-def _operands(op: ir.Op) -> tuple[ir.Operand, ...]:
-    match op:
-        case ir.Prim(_, args) | ir.Call(_, _, args) | ir.GradOf(_, _, args):
-            return args
-        case ir.Fold(_, _, stacked, _, init, extra):
-            return (stacked, init, *extra)
-        case ir.Field(tree, _):
-            return (tree,)
-        case ir.Get(tuple_, _):
-            return (tuple_,)
-        case ir.MakeTuple(items):
-            return items
-        case ir.Slice(tree, _):
-            return (tree,)
-        case ir.FoldVjp(_, _, _, stacked, _, init, ct):
-            return (stacked, init, ct)
-
-
 def _use_counts(fn: ir.Function) -> dict[int, int]:
     counts: dict[int, int] = {}
     for instr in fn.body:
-        for operand in _operands(instr.op):
+        for operand in operands(instr.op):
             if isinstance(operand, ir.Ref):
                 counts[operand.index] = counts.get(operand.index, 0) + 1
     if isinstance(fn.result, ir.Ref):
