@@ -307,6 +307,7 @@ def compile_path(
     banner: str | None = None,
     tiles: bool = True,
     layouts: Mapping[str, Layout] | None = None,
+    remat: Remat = "store",
 ) -> tuple[CompiledEntry, CheckedProgram, Entry, Binding]:
     """A file's entry compiled at `dims`: what scripts, benchmarks and tests call."""
     from presk.entries import bind_dims, find_entry
@@ -320,6 +321,7 @@ def compile_path(
         binding,
         realization,
         threads,
+        remat=remat,
         banner=banner,
         tiles=tiles,
         layouts=layouts,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import assert_never
 
 # ---------------------------------------------------------------- pointers
 
@@ -286,3 +287,49 @@ __all__ = [
     "Swap",
     "calls",
 ]
+
+
+def executed(entry: Function) -> dict[tuple[str, str], int]:
+    """What one call of `entry` executes, folds unrolled: (what, Presk function) → count.
+
+    `what` is "launches", "copies" or "copied bytes", counted for the function
+    whose body holds them, or "calls", counted for the function called.
+    """
+    by_name: dict[str, Function] = {}
+    todo = [entry]
+    while todo:
+        fn = todo.pop()
+        if fn.c_name not in by_name:
+            by_name[fn.c_name] = fn
+            todo.extend(callee for callee, _ in fn.calls)
+    counts: dict[tuple[str, str], int] = {}
+
+    def add(what: str, fn: Function, n: int) -> None:
+        counts[what, fn.source] = counts.get((what, fn.source), 0) + n
+
+    def walk(fn: Function, body: tuple[Stmt, ...], times: int) -> None:
+        for stmt in body:
+            match stmt:
+                case Launch():
+                    add("launches", fn, times)
+                case Call(callee):
+                    add("calls", by_name[callee], times)
+                    walk(by_name[callee], by_name[callee].body, times)
+                case Copy(_, _, size):
+                    add("copies", fn, times)
+                    add("copied bytes", fn, times * size)
+                case Fold(_, layers, order, inner):
+                    laps = layers - 1 if order is Order.ALL_BUT_LAST else layers
+                    walk(fn, inner, times * laps)
+                case Site() | Swap():
+                    pass
+                case _:
+                    assert_never(stmt)
+
+    walk(entry, entry.body, 1)
+    return counts
+
+
+def total(counts: dict[tuple[str, str], int], what: str) -> int:
+    """The sum of one kind of `executed` count over every function."""
+    return sum(n for (kind, _), n in counts.items() if kind == what)

@@ -26,9 +26,25 @@ from presk.dtypes import Dtype
 from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Tensor, Type
 from presk.host import ir as h
+from presk.host.folds import FoldRecording
+from presk.host.inplace import in_place, renamed
 from presk.host.ir import Axes, Function, HConst, HKey, HPending, HTensor, HTree, HValue
 from presk.host.plan import PlanError
 from presk.host.realization import Realization
+from presk.host.values import (
+    HostError,
+    HostRunError,
+    concrete,
+    conform,
+    flatten,
+    layer_of,
+    layout,
+    leaf_paths,
+    leaves,
+    member,
+    nbytes,
+    rebind,
+)
 from presk.kernel import ir as kir
 from presk.kernel.layout import NO_SPLIT, Layout, Split
 from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
@@ -48,70 +64,6 @@ ALIGN = 64
 
 # The recording's functions, under the name the rest of presk knows them by.
 FunctionInstance = Function
-
-
-class HostError(Exception):
-    """A construct the native backend does not support yet."""
-
-
-class HostRunError(Exception):
-    """A run-time error the recording can see, since it knows every shape (E7001)."""
-
-
-def leaves(value: HValue) -> list[HTensor | HKey]:
-    """Pointer leaves of a value, in order (constants are not passed)."""
-    match value:
-        case HTensor() | HKey():
-            return [value]
-        case HTree(items):
-            return [leaf for _, v in items for leaf in leaves(v)]
-        case tuple():
-            return [leaf for v in value for leaf in leaves(v)]
-    return []
-
-
-def leaf_paths(value: HValue, prefix: str) -> list[tuple[str, HTensor | HKey]]:
-    """Leaves with dotted paths, for the entry's struct fields."""
-    match value:
-        case HTensor() | HKey():
-            return [(prefix, value)]
-        case HTree(items):
-            return [p for k, v in items for p in leaf_paths(v, f"{prefix}.{k}" if prefix else k)]
-        case tuple():
-            return [p for i, v in enumerate(value) for p in leaf_paths(v, f"{prefix}.{i}")]
-    return []
-
-
-def layout(value: HValue) -> tuple[object, ...]:
-    """What a function instance is specialised on: leaf types and shapes, constants."""
-    match value:
-        case HTensor(_, dtype, axes):
-            return ("t", dtype, axes)
-        case HConst(v):
-            return ("c", v)
-        case HKey():
-            return ("k",)
-        case HTree(items):
-            return ("tree", tuple((k, layout(v)) for k, v in items))
-        case tuple():
-            return ("tuple", tuple(layout(v) for v in value))
-    raise HostError(f"no layout for {value!r}")
-
-
-def rebind(value: HValue, names: list[str]) -> HValue:
-    """The same structure with its pointer leaves renamed to `names` (consumed in order)."""
-    match value:
-        case HTensor(_, dtype, axes):
-            return HTensor(names.pop(0), dtype, axes)
-        case HKey():
-            return HKey(names.pop(0))
-        case HConst():
-            return value
-        case HTree(items):
-            return HTree(tuple((k, rebind(v, names)) for k, v in items))
-        case tuple():
-            return tuple(rebind(v, names) for v in value)
-    raise HostError(f"cannot rebind {value!r}")
 
 
 @dataclass(frozen=True)
@@ -139,17 +91,6 @@ class HostProgram:
 
 def _round(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def _int(size: Lin, dims: dict[str, int]) -> int:
-    value = size.subst({k: Fraction(v) for k, v in dims.items()})
-    if not value.is_const or value.const.denominator != 1:
-        raise HostError(f"size {size} is not a whole number here")
-    return int(value.const)
-
-
-def _bytes(value: HTensor) -> int:
-    return value.size * Dtype(value.dtype).size
 
 
 def split_kernel(k: kir.Kernel, chosen: Split | None, threads: int, machine: int) -> kir.Kernel:
@@ -303,7 +244,7 @@ class Recorder:
         return inst
 
 
-class _Body:
+class _Body(FoldRecording):
     """Records one function instance's body."""
 
     def __init__(
@@ -318,7 +259,7 @@ class _Body:
         self.dims = dims
         self.env: dict[int, HValue] = {}
         for param, arg in zip(fn.params, args, strict=True):
-            self.env[param.index] = _conform(arg, param.type)
+            self.env[param.index] = conform(arg, param.type)
         self.prefix: Axes = self._prefix(fn, args)
         self.fused = fusion.members(fn) if rec.fuse else set()
         self.let_name: str | None = None
@@ -367,7 +308,7 @@ class _Body:
 
     def axes_of(self, ty: Type) -> Axes:
         assert isinstance(ty, Tensor)
-        body = tuple((a.name, _int(a.size, self.dims)) for a in ty.axes)
+        body = tuple((a.name, concrete(a.size, self.dims)) for a in ty.axes)
         return (self.prefix if ty.open else ()) + body
 
     def dtype_of(self, ty: Type, index: int | None = None) -> str:
@@ -398,7 +339,7 @@ class _Body:
             self.let_name = instr.name
             self.rec.site = where = f"{fn.name}/%{instr.index}"
             start, launches = len(self.body), self.rec.launches
-            self.env[instr.index] = _conform(self.step(instr), instr.type)
+            self.env[instr.index] = conform(self.step(instr), instr.type)
             if instr.index not in needed:
                 # Computed as written, but the result never reads it: the summary says so.
                 self.rec.dead += self.rec.launches - launches
@@ -408,14 +349,24 @@ class _Body:
             self.let_name = None
         self.rec.site = f"{fn.name}/result"
         result = self._materialize(self.value(fn.result))
-        # Every result leaf is copied to the caller's buffers; see Note [Outputs].
-        for i, leaf in enumerate(leaves(result)):
+        # Results land in the caller's buffers; see Note [Outputs].
+        found = leaves(result)
+        outputs = [f"out{i}" for i in range(len(found))]
+        names = in_place([leaf.ptr for leaf in found], self.locals, outputs)
+        for name, leaf in zip(outputs, found, strict=True):
             if isinstance(leaf, HKey):
                 raise HostError("a function returning a key is not supported natively")
-            name = f"out{i}"
             self.outputs.append(h.Param(name, leaf.dtype))
-            self.emit(h.Copy(name, leaf.ptr, _bytes(leaf)))
-        consts = [v for v in _flatten(result) if isinstance(v, HConst)]
+            if not (isinstance(leaf.ptr, str) and names.get(leaf.ptr) == name):
+                self.emit(h.Copy(name, leaf.ptr, nbytes(leaf)))
+        if names:
+            self.body = [renamed(s, names) for s in self.body]
+            self.locals = [
+                local
+                for local in self.locals
+                if not (isinstance(local, h.Alloc) and local.name in names)
+            ]
+        consts = [v for v in flatten(result) if isinstance(v, HConst)]
         if consts:
             raise HostError("a function returning a constant is not supported natively")
         self.result = result
@@ -458,9 +409,9 @@ class _Body:
                 value = self.value(tree)
                 if not isinstance(value, HTree):
                     raise HostError("a field of something that is not a tree")
-                return _member(value, name)
+                return member(value, name)
             case core.Slice(tree, index):
-                return _layer(self.value(tree), index)
+                return layer_of(self.value(tree), index)
             case core.MakeTuple(items):
                 return tuple(self.value(i) for i in items)
             case core.Get(tuple_, index):
@@ -488,7 +439,7 @@ class _Body:
         if name == "dim":
             size = op.attr("size")
             assert isinstance(size, Lin)
-            return HConst(Fraction(_int(size, self.dims)))
+            return HConst(Fraction(concrete(size, self.dims)))
         if name in ("zeros_like", "tree_add", "set_field") and not isinstance(args[0], HTensor):
             return self.tree_prim(name, op, args)
         if name in ("merge", "split") and isinstance(args[0], HTensor):
@@ -582,7 +533,7 @@ class _Body:
             case HTensor(), HTensor():
                 return self._launch("add", [a, b], a.dtype, a.axes)
             case HTree(items), HTree():
-                return HTree(tuple((k, self._zip(v, _member(b, k))) for k, v in items))
+                return HTree(tuple((k, self._zip(v, member(b, k))) for k, v in items))
             case tuple(), tuple():
                 return tuple(self._zip(x, y) for x, y in zip(a, b, strict=True))
         raise HostError("cannot add these values")
@@ -625,7 +576,7 @@ class _Body:
     def call(
         self, callee: str, call_dims: tuple[tuple[str, Lin], ...], args: list[HValue]
     ) -> HValue:
-        dims = {d: _int(size, self.dims) for d, size in call_dims}
+        dims = {d: concrete(size, self.dims) for d, size in call_dims}
         inst = self.rec.instance(callee, dims, args)
         outs = self._outputs_like(inst.result)
         self.emit(self._call(inst, args, outs))
@@ -658,142 +609,6 @@ class _Body:
         self.locals.append(h.Accumulators(like.dtype, cur, nxt, a.ptr, b.ptr))
         return cur, nxt
 
-    def fold(
-        self,
-        instr: core.Instr,
-        callee: str,
-        call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue,
-        count: Lin,
-        init: HValue,
-    ) -> HValue:
-        if not isinstance(init, HTensor):
-            raise HostError("a fold over a value that is not a tensor")
-        layers = _int(count, self.dims)
-        dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
-        layer = _layer(stacked, h.LoopVar(loop))
-        inst = self.rec.instance(callee, dims, [layer, init])
-        cur, nxt = self._accumulators("p", init)
-        dtype, axes = init.dtype, init.axes
-        self.emit(h.Copy(cur, init.ptr, _bytes(init)))
-        step = self._call(
-            inst, [layer, HTensor(cur, dtype, axes)], HTensor(nxt, dtype, axes), layers
-        )
-        body = (step, h.Swap(dtype, cur, nxt))
-        self.emit(h.Fold(loop, layers, h.Order.FORWARD, body))
-        self.rec.folds += 1
-        return HTensor(cur, dtype, axes)
-
-    def fold_vjp(
-        self,
-        instr: core.Instr,
-        vjp: str,
-        forward: str,
-        call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue,
-        count: Lin,
-        init: HValue,
-        ct: HValue,
-    ) -> HValue:
-        if not isinstance(init, HTensor) or not isinstance(ct, HTensor):
-            raise HostError("the reverse of a fold over a value that is not a tensor")
-        layers = _int(count, self.dims)
-        if layers == 0:
-            # No layer: the stacked adjoint is empty and the cotangent passes through.
-            return (self._outputs_like(stacked), ct)
-        dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
-        layer = _layer(stacked, h.LoopVar(loop))
-        # Each layer's input, kept for the way back.
-        xs = self.alloc(init.dtype, ((None, layers), *init.axes))
-        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
-        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
-        fwd = self.rec.instance(forward, dims, [layer, x_at])
-        back = self.rec.instance(vjp, dims, [layer, x_at, ct])
-        # The stacked adjoint: every leaf with its layer axis, written layer by layer.
-        d_stacked = self._outputs_like(_unlayer(back.result[0], layers))  # type: ignore[index]
-        cur, nxt = self._accumulators("g", ct)
-        self.emit(h.Copy(xs.ptr, init.ptr, _bytes(init)))
-        forward_step = self._call(fwd, [layer, x_at], x_next, layers - 1)
-        self.emit(h.Fold(loop, layers, h.Order.ALL_BUT_LAST, (forward_step,)))
-        self.emit(h.Copy(cur, ct.ptr, _bytes(ct)))
-        back_step = self._call(
-            back,
-            [layer, x_at, HTensor(cur, ct.dtype, ct.axes)],
-            (_layer(d_stacked, h.LoopVar(loop)), HTensor(nxt, ct.dtype, ct.axes)),
-            layers,
-        )
-        body = (back_step, h.Swap(ct.dtype, cur, nxt))
-        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, body))
-        self.rec.folds += 2
-        return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
-
-    def fold_fwd(
-        self,
-        fwd: str,
-        call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue,
-        count: Lin,
-        init: HValue,
-    ) -> HValue:
-        """A fold's layers through their `.fwd`, every input and residual kept in a stack."""
-        if not isinstance(init, HTensor):
-            raise HostError("a fold over a value that is not a tensor")
-        layers = _int(count, self.dims)
-        dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
-        # Layer l's input at row l; the last row is the fold's value.
-        xs = self.alloc(init.dtype, ((None, layers + 1), *init.axes))
-        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
-        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
-        layer = _layer(stacked, h.LoopVar(loop))
-        inst = self.rec.instance(fwd, dims, [layer, x_at])
-        assert isinstance(inst.result, tuple)
-        kept = self._outputs_like(_unlayer(inst.result[1], layers))
-        self.emit(h.Copy(xs.ptr, init.ptr, _bytes(init)))
-        step = self._call(inst, [layer, x_at], (x_next, _layer(kept, h.LoopVar(loop))), layers)
-        self.emit(h.Fold(loop, layers, h.Order.FORWARD, (step,)))
-        self.rec.folds += 1
-        last = HTensor(h.Layer(xs.ptr, layers, init.size), init.dtype, init.axes)
-        return (last, xs, kept)
-
-    def fold_bwd(
-        self,
-        bwd: str,
-        call_dims: tuple[tuple[str, Lin], ...],
-        stacked: HValue,
-        count: Lin,
-        inputs: HValue,
-        kept: HValue,
-        ct: HValue,
-    ) -> HValue:
-        """The layers of a `fold_fwd` in reverse, each its `.bwd` on what was kept."""
-        if not isinstance(inputs, HTensor) or not isinstance(ct, HTensor):
-            raise HostError("the reverse of a fold over a value that is not a tensor")
-        layers = _int(count, self.dims)
-        if layers == 0:
-            return (self._outputs_like(stacked), ct)
-        dims = {d: _int(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
-        at = h.LoopVar(loop)
-        layer = _layer(stacked, at)
-        x_at = _layer(inputs, at)
-        kept_at = _layer(kept, at)
-        back = self.rec.instance(bwd, dims, [layer, x_at, kept_at, ct])
-        d_stacked = self._outputs_like(_unlayer(back.result[0], layers))  # type: ignore[index]
-        cur, nxt = self._accumulators("g", ct)
-        self.emit(h.Copy(cur, ct.ptr, _bytes(ct)))
-        back_step = self._call(
-            back,
-            [layer, x_at, kept_at, HTensor(cur, ct.dtype, ct.axes)],
-            (_layer(d_stacked, at), HTensor(nxt, ct.dtype, ct.axes)),
-            layers,
-        )
-        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, (back_step, h.Swap(ct.dtype, cur, nxt))))
-        self.rec.folds += 1
-        return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
-
 
 def _at_frame(stmt: h.Stmt, frame: int) -> h.Stmt:
     """A statement with its calls' frames at `frame` (the end of the caller's own buffers)."""
@@ -808,77 +623,15 @@ def _at_frame(stmt: h.Stmt, frame: int) -> h.Stmt:
             assert_never(stmt)
 
 
-def _member(tree: HTree, name: str) -> HValue:
-    try:
-        return tree.get(name)
-    except KeyError:
-        raise HostError(f"tree has no member `{name}`") from None
-
-
-def _conform(value: HValue, ty: Type) -> HValue:
-    """Rename a tensor's trailing axes to its static type's names, as the reference does.
-
-    Run-time names must be the ones the checker proved, since by-name
-    alignment and named reductions read them.
-    """
-    if not isinstance(value, HTensor) or not isinstance(ty, Tensor):
-        return value
-    n = len(ty.axes)
-    if len(value.axes) < n:
-        return value
-    head = value.axes[: len(value.axes) - n]
-    tail = tuple(
-        (static.name, size)
-        for static, (_, size) in zip(ty.axes, value.axes[len(value.axes) - n :], strict=True)
-    )
-    return HTensor(value.ptr, value.dtype, head + tail)
-
-
-def _layer(value: HValue, index: h.Index) -> HValue:
-    """Layer `index` of a stacked value: each leaf's first axis fixed (a view)."""
-    match value:
-        case HTensor(ptr, dtype, axes):
-            chunk = 1
-            for _, s in axes[1:]:
-                chunk *= s
-            return HTensor(h.Layer(ptr, index, chunk), dtype, axes[1:])
-        case HTree(items):
-            return HTree(tuple((k, _layer(v, index)) for k, v in items))
-        case tuple():
-            return tuple(_layer(v, index) for v in value)
-    return value
-
-
-def _unlayer(value: HValue, layers: int) -> HValue:
-    """The stacked shape of a per-layer value (a template: pointers are placeholders)."""
-    match value:
-        case HTensor(ptr, dtype, axes):
-            return HTensor(ptr, dtype, ((None, layers), *axes))
-        case HTree(items):
-            return HTree(tuple((k, _unlayer(v, layers)) for k, v in items))
-        case tuple():
-            return tuple(_unlayer(v, layers) for v in value)
-    return value
-
-
 def _buffer(index: int, value: HTensor | HKey) -> kir.Buffer:
     if isinstance(value, HKey):
         return kir.Buffer(index, "key", ())
     return kir.Buffer(index, value.dtype, value.axes)
 
 
-def _flatten(value: HValue) -> list[HValue]:
-    match value:
-        case HTree(items):
-            return [x for _, v in items for x in _flatten(v)]
-        case tuple():
-            return [x for v in value for x in _flatten(v)]
-    return [value]
-
-
 def _concrete_attr(value: object, dims: dict[str, int]) -> object:
     if isinstance(value, Lin):
-        return _int(value, dims)
+        return concrete(value, dims)
     return value
 
 
@@ -945,11 +698,13 @@ def record(
 
 # Note [Outputs]
 # ~~~~~~~~~~~~~~
-# A function instance receives its callers' output buffers and copies each
-# result leaf into them at its end. Writing the last launches directly into
-# those buffers would save the copies; the copy keeps every other case (a
-# result that is an input, a view, a tuple of call results) uniform, and it
-# is a memcpy of the result alone.
+# A function instance receives its callers' output buffers. A result leaf
+# computed into a buffer of its own frame is computed straight into the
+# output buffer instead (presk/host/inplace.py renames the buffer), so a call
+# returns without copying; a gradient's `.fwd` functions return many
+# residuals, and each would otherwise be copied once per call. A leaf that
+# is an input, a view of a stack, a fold's accumulator or a buffer returned
+# twice is still copied: a memcpy of that leaf alone.
 
 
 __all__ = [
