@@ -15,7 +15,8 @@ order the row-wise form (`contract`) writes them: a value stored and
 reloaded between blocks of K is exact (f32, f64; bf16's sums wait in an
 f32 scratch and are rounded once), so the bits are the row-wise form's.
 Edges keep those bits too: the last block of K may be short, the last row
-tile has fewer rows, and columns past the last whole panel take the
+tile (of twelve rows, as the forward
+dot's) has fewer rows, and columns past the last whole panel take the
 row-wise sum itself. Narrower than one vector, a product stays row-wise.
 """
 
@@ -51,6 +52,7 @@ from presk.kernel.lower.tiles import (
     PACK_VECTORS,
     PANEL_BYTES,
     SUMS_BYTES,
+    TILE_ROWS,
     VECTOR_BYTES,
     tile_step,
 )
@@ -304,7 +306,7 @@ class _Form:
                     m0, [_plus(r0, IConst(r)) for r in range(rows)], k0, kn, first, last
                 )
 
-            return (self.pack(k0, kn), *blocked(self.names, mn, PACK_ROWS, tile))
+            return (self.pack(k0, kn), *blocked(self.names, mn, TILE_ROWS, tile))
 
         return blocked(self.names, self.p.k, self.panel.shape[0], block)
 

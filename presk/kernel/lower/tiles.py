@@ -38,8 +38,11 @@ LANES = 8  # output columns per tile of a blocked dot
 # The packed form: a [4, 2 vectors] register tile of 64-byte vectors (16 f32 or 8 f64
 # lanes, one AVX-512 register), reading b from a KC × width panel copied into scratch.
 VECTOR_BYTES = 64
-PACK_ROWS = 4
+PACK_ROWS = 4  # the packed form's rows come in multiples of this
 PACK_VECTORS = 2
+# Its register tile: 12 rows × 2 vectors, 24 accumulators of AVX-512's 32 registers. With
+# a multiply and an add per term (no FMA), more rows per load of b keep both pipes busy.
+TILE_ROWS = 12
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
@@ -170,27 +173,31 @@ def _k_block(k: int, most: int) -> int | None:
 def dot_packed(
     a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
 ) -> tuple[Stmt, ...]:
-    """A [4, 2·lanes] register tile reading b from a packed panel, K in blocks of `kc`.
+    """Register tiles of [12, 2·lanes] reading b from a packed panel, K in blocks of `kc`.
 
     For each column panel (the outer, split loop), each block of K is copied
     into a `kc` × width scratch panel (bf16 widened to f32, exactly):
     consecutive in memory, where b's own rows lie a whole row apart (4 KiB at
-    N = 1024 in f32, all in one cache set). Every row block then runs its tile
-    over the block, its accumulators starting at 0 in the first block and at
-    the sums the previous block stored (in the output, or for bf16 in an f32
-    scratch): a stored and reloaded f32 or f64 is exact, so each lane still
-    adds its terms one at a time in increasing k from 0 and a bf16 result is
-    rounded once, at the end: the bits are the row-wise form's.
+    N = 1024 in f32, all in one cache set). The rows of a chunk then run
+    their tiles over the block, twelve rows a tile (24 accumulators: each
+    load of the panel serves twelve rows, and the adds of one step in k are
+    24 independent chains, enough to hide their latency) and the chunk's
+    last rows (a multiple of 4) in one shorter tile. A tile's accumulators
+    start at 0 in the first block and at the sums the previous block stored
+    (in the output, or for bf16 in an f32 scratch): a stored and reloaded f32
+    or f64 is exact, so each lane still adds its terms one at a time in
+    increasing k from 0 and a bf16 result is rounded once, at the end: the
+    bits are the row-wise form's.
     """
     lanes, kc, mc = packing.lanes, packing.kc, packing.mc
-    rows, vectors = PACK_ROWS, PACK_VECTORS
+    vectors = PACK_VECTORS
     width = lanes * vectors
     blocks = a.shape[1] // kc
     carried = out.dtype == "bf16" and blocks > 1  # sums between blocks in scratch
     jb = names.loop()
     mb = names.loop() if a.shape[0] > mc else None
     kb = names.loop() if blocks > 1 else None
-    kp, ib, k = names.loop(), names.loop(), names.loop()
+    kp = names.loop()
     arith = ir.arith(out.dtype)
     panel = Buffer(scratch, arith, ((None, kc), (None, width)))
     sums = Buffer(scratch + 1, arith, ((None, mc), (None, width)))
@@ -203,35 +210,41 @@ def dot_packed(
             else IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(kb), IConst(kc)), IVar(var))
         )
 
-    tile_row = [
-        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)
-    ]
-    row = [
-        r if mb is None else IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(mb), IConst(mc)), r)
-        for r in tile_row
-    ]
     col = [
         IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
         for c in range(vectors)
     ]
-    acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
-    at_out = [[(row[r], col[c]) for c in range(vectors)] for r in range(rows)]
-    at_sums = [[(tile_row[r], IConst(c * lanes)) for c in range(vectors)] for r in range(rows)]
-    home, home_at = (sums, at_sums) if carried else (out, at_out)
 
-    def each(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
-        """One statement per accumulator."""
-        return tuple(make(r, c) for r in range(rows) for c in range(vectors))
+    def tile(base: Index, rows: int) -> tuple[Stmt, ...]:
+        """The tile of `rows` rows from row `base` of the chunk over the current block."""
+        k = names.loop()
+        tile_row = [_plus(base, IConst(r)) for r in range(rows)]
+        row = [
+            r if mb is None else IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(mb), IConst(mc)), r)
+            for r in tile_row
+        ]
+        acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
+        at_out = [[(row[r], col[c]) for c in range(vectors)] for r in range(rows)]
+        at_sums = [[(tile_row[r], IConst(c * lanes)) for c in range(vectors)] for r in range(rows)]
+        home, home_at = (sums, at_sums) if carried else (out, at_out)
 
-    zero = each(lambda r, c: ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes))
-    reload = each(lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes))
-    keep = each(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
-    final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
-    start, finish = zero, final
-    if kb is not None:
-        start = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(0)), zero, reload),)
-    if carried and kb is not None:
-        finish = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1)), final, keep),)
+        def each(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
+            """One statement per accumulator."""
+            return tuple(make(r, c) for r in range(rows) for c in range(vectors))
+
+        zero = each(lambda r, c: ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes))
+        reload = each(lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes))
+        keep = each(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
+        final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
+        start, finish = zero, final
+        if kb is not None:
+            start = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(0)), zero, reload),)
+        if carried and kb is not None:
+            finish = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1)), final, keep),)
+        b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
+        step = tile_step(names, acc, [Load(a, (row[r], in_k(k))) for r in range(rows)], b_vectors)
+        return (*start, For(k, kc, step), *finish)
+
     pack = For(
         kp,
         kc,
@@ -240,9 +253,13 @@ def dot_packed(
             for c in range(vectors)
         ),
     )
-    b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
-    step = tile_step(names, acc, [Load(a, (row[r], in_k(k))) for r in range(rows)], b_vectors)
-    body: tuple[Stmt, ...] = (pack, For(ib, mc // rows, (*start, For(k, kc, step), *finish)))
+    whole, rest = divmod(mc, TILE_ROWS)
+    body: tuple[Stmt, ...] = (pack,)
+    if whole:
+        ib = names.loop()
+        body += (For(ib, whole, tile(IBin(IntOp.MUL, IVar(ib), IConst(TILE_ROWS)), TILE_ROWS)),)
+    if rest:
+        body += tile(IConst(whole * TILE_ROWS), rest)
     if kb is not None:
         body = (For(kb, blocks, body),)
     if mb is not None:
@@ -250,6 +267,17 @@ def dot_packed(
     if carried:
         body = (ir.Scratch(sums, body),)
     return (For(jb, b.shape[1] // width, (ir.Scratch(panel, body),)),)
+
+
+def _plus(base: Index, offset: Index) -> Index:
+    """base + offset, without adding a zero or two constants."""
+    if isinstance(base, IConst) and isinstance(offset, IConst):
+        return IConst(base.value + offset.value)
+    if base == IConst(0):
+        return offset
+    if offset == IConst(0):
+        return base
+    return IBin(IntOp.ADD, base, offset)
 
 
 def tile_step(
