@@ -1,8 +1,9 @@
 """`presk plan`: choose every nest's layout statically, from a calibrated cost model.
 
 The entry's launches are captured from its shapes (no kernel compiled or
-run), every point of every nest's space is lowered at those shapes, and each
-point is priced by the layout model of `--profile` (tune/model.py). The
+run), and every point of every nest's space is priced at those shapes by the
+layout model of `--profile` (tune/model.py), from its kernels' outlines
+(tune/pricing.py: a tiled contraction's is built from the point itself). The
 cheapest point of each nest goes into the plan; the table says, per nest,
 how many points the model cannot tell from it (within 1 + u of its price).
 """
@@ -29,8 +30,8 @@ from presk.host.plan import Plan, write
 from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
 from presk.tune.capture import Captured, capture, points_of
-from presk.tune.harness import lower_point
-from presk.tune.model import Profile, ProfileError, price, read
+from presk.tune.model import Profile, ProfileError, read
+from presk.tune.pricing import price_points
 
 NAME = "plan"
 HELP = "Choose a realization plan statically from a layout cost model"
@@ -76,12 +77,9 @@ def layout_profile(path: str) -> Profile:
 
 def priced(nest: Captured, profile: Profile, threads: int) -> list[tuple[Layout, float]]:
     """Every point of a nest the nest can take, with its price."""
-    out: list[tuple[Layout, float]] = []
-    for point in points_of(nest, threads, "full"):
-        cost = price(nest, lower_point(nest, point, threads), profile, threads)
-        if cost is not None:
-            out.append((point, cost))
-    return out
+    points = points_of(nest, threads, "full")
+    costs = price_points(nest, points, profile, threads)
+    return [(p, c) for p, c in zip(points, costs, strict=True) if c is not None]
 
 
 def _realization_json(spec: str) -> object:

@@ -31,20 +31,28 @@ costs a thousand points in a fraction of a second.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
 from typing import assert_never
 
-from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.tune.machine import LINE_BYTES, Machine
+from presk.tune.outline import (
+    Body,
+    Branch,
+    Key,
+    Leaf,
+    Loop,
+    Nested,
+    Outline,
+    Region,
+    element_bytes,
+    max_lanes,
+    of_kernel,
+)
 
 RULES = "lines,overhead"
-
-# An access pattern: its buffer, and its coefficients (bytes) on each loop variable.
-Key = tuple[int, tuple[tuple[str, float], ...]]
 
 
 @dataclass(frozen=True)
@@ -103,44 +111,6 @@ def features_of(doc: object) -> Features | None:
     )
 
 
-# ---------------------------------------------------------------- affine indices
-
-
-def _affine(e: ir.Index) -> tuple[dict[str, float], float]:
-    """An index as coefficients on loop variables and a constant. Division divides
-    them (an approximation: footprints are cut to the buffer anyway), and a
-    remainder is taken as its operand, at most the buffer."""
-    match e:
-        case ir.IVar(name):
-            return {name: 1.0}, 0.0
-        case ir.IConst(value):
-            return {}, float(value)
-        case ir.IBin(op, left, right):
-            lc, lk = _affine(left)
-            rc, rk = _affine(right)
-            match op:
-                case ir.IntOp.ADD:
-                    out = dict(lc)
-                    for v, c in rc.items():
-                        out[v] = out.get(v, 0.0) + c
-                    return out, lk + rk
-                case ir.IntOp.MUL:
-                    if not rc:
-                        return {v: c * rk for v, c in lc.items()}, lk * rk
-                    if not lc:
-                        return {v: c * lk for v, c in rc.items()}, lk * rk
-                    return {**lc, **rc}, lk * rk  # a product of variables: not affine
-                case ir.IntOp.DIV:
-                    d = rk if not rc and rk else 1.0
-                    return {v: c / d for v, c in lc.items()}, lk / d
-                case ir.IntOp.MOD:
-                    return lc, lk
-                case _:
-                    assert_never(op)
-        case _:
-            assert_never(e)
-
-
 @dataclass
 class _Buf:
     elem: int  # bytes of an element
@@ -155,152 +125,63 @@ class _Node:
     bounds: dict[str, int]  # the variables bound at or inside it
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _pattern(b: ir.Buffer, index: tuple[ir.Index, ...], elem: int) -> tuple[Key, float]:
-    """An access's pattern and its constant offset, in bytes (shared by the points
-    of a nest, whose kernels repeat the same accesses)."""
-    coefs: dict[str, float] = {}
-    const = 0.0
-    for e, stride in zip(index, _strides(b), strict=True):
-        c, k = _affine(e)
-        for v, x in c.items():
-            coefs[v] = coefs.get(v, 0.0) + x * stride * elem
-        const += k * stride * elem
-    return (b.index, tuple(sorted((v, x) for v, x in coefs.items() if x))), const
-
-
-def _elem(b: ir.Buffer) -> int:
-    """Bytes of one element (a key is two 32-bit words)."""
-    return _ELEM.get(b.dtype, 8)
-
-
-_ELEM = {str(d): d.size for d in Dtype}
-
-
-def _strides(b: ir.Buffer) -> list[int]:
-    out, step = [], 1
-    for size in reversed(b.shape):
-        out.append(step)
-        step *= size
-    return out[::-1]
-
-
-Access = tuple[Key, float, int]  # a pattern, its offset and its width, in bytes
-
-
-def _leaf(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access]]:
-    """The accesses and operations of one statement without statements inside (or
-    of a condition). Dispatched on the exact type: this is the model's hot loop."""
-    found: list[Access] = []
-    ops = 0
-    stack: list[object]
-    if isinstance(s, ir.Store | ir.VStore):
-        lanes = _lanes(s.value) if isinstance(s, ir.VStore) else 1
-        elem = _elem(s.buffer)
-        key, const = _pattern(s.buffer, s.index, elem)
-        found.append((key, const, lanes * elem))
-        stack = [s.value]
-    elif isinstance(s, ir.Let | ir.VLet):
-        stack = [s.value]
-    else:
-        stack = [s]
-    while stack:
-        e = stack.pop()
-        t = type(e)
-        if t is ir.Load or t is ir.VLoad:
-            assert isinstance(e, ir.Load | ir.VLoad)
-            elem = _elem(e.buffer)
-            key, const = _pattern(e.buffer, e.index, elem)
-            found.append((key, const, (e.lanes if isinstance(e, ir.VLoad) else 1) * elem))
-        elif t is ir.Bin or t is ir.VBin:
-            assert isinstance(e, ir.Bin | ir.VBin)
-            ops += 1
-            stack += (e.left, e.right)
-        elif t is ir.Cmp:
-            assert isinstance(e, ir.Cmp)
-            stack += (e.left, e.right)
-        elif t is ir.Neg:
-            assert isinstance(e, ir.Neg)
-            ops += 1
-            stack.append(e.operand)
-        elif t is ir.Fn:
-            assert isinstance(e, ir.Fn)
-            ops += 1
-            stack.append(e.arg)
-        elif t is ir.Select:
-            assert isinstance(e, ir.Select)
-            stack += (e.cond, e.then, e.other)
-        elif t is ir.FromIndex or t is ir.Splat:
-            assert isinstance(e, ir.FromIndex | ir.Splat)
-            stack.append(e.value)
-        # variables, constants and indices touch no memory
-    return len(found), ops, found
-
-
 class _Walk:
-    """One kernel walked once: counts on the way down, traffic on the way up."""
+    """One kernel's outline walked once: counts on the way down, traffic on the way up."""
 
-    def __init__(self, kernel: ir.Kernel, workers: int, caps: tuple[int, int, int]) -> None:
+    def __init__(self, kernel: Outline, workers: int, caps: tuple[int, int, int]) -> None:
         self.kernel, self.workers, self.caps = kernel, workers, caps
         self.work = 0.0
         self.loads = 0.0
         self.ops = 0.0
         self.buffers: dict[int, _Buf] = {}
-        for b in (*kernel.inputs, *kernel.outputs):
+        for b in kernel.buffers:
             self._buffer(b)
 
     def _buffer(self, b: ir.Buffer) -> _Buf:
         found = self.buffers.get(b.index)
         if found is None:
-            elem = _elem(b)
+            elem = element_bytes(b)
             found = _Buf(elem, max(1, math.ceil(b.size * elem / LINE_BYTES)))
             self.buffers[b.index] = found
         return found
 
-    def _leaf(self, node: _Node, s: ir.Stmt | ir.Cmp | ir.Load, mult: float) -> None:
-        """A statement without statements inside (or a condition): its accesses."""
-        loads, ops, accesses = _leaf(s)
-        self.loads += loads * mult
-        self.ops += ops * mult
+    def _leaf(self, node: _Node, leaf: Leaf, mult: float) -> None:
+        """Statements without statements inside (or a condition): their accesses."""
+        self.loads += leaf.loads * mult
+        self.ops += leaf.ops * mult
         groups = node.groups
-        for key, const, width in accesses:
+        for key, consts, width in leaf.groups:
             found = groups.get(key)
             if found is None:
-                groups[key] = ({const}, width)
+                groups[key] = (set(consts), width)
             else:
-                found[0].add(const)
+                found[0].update(consts)
                 if width > found[1]:
                     groups[key] = (found[0], width)
 
     def counts(self) -> tuple[float, float, float]:
         return self.work, self.loads, self.ops
 
-    def body(
-        self, node: _Node, stmts: tuple[ir.Stmt, ...], mult: float, depth: int
-    ) -> tuple[float, float, float]:
-        """Count `stmts` run `mult` times; their accesses go to `node`. Returns the
-        traffic of one run of them past each cache, the loops among them counted."""
+    def body(self, node: _Node, body: Body, mult: float, depth: int) -> tuple[float, float, float]:
+        """Count `body` run `mult` times; its accesses go to `node`. Returns the
+        traffic of one run of it past each cache, the loops in it counted."""
         t1 = t2 = t3 = 0.0
-        direct = _Node({}, {})  # the accesses outside the loops among `stmts`
-        for s in stmts:
-            if isinstance(s, ir.Let | ir.Store | ir.VLet | ir.VStore):
-                self._leaf(direct, s, mult)
-                continue
-            a, b, c = self.stmt(node, s, mult, depth)
+        for s in body.nested:
+            a, b, c = self.nested(node, s, mult, depth)
             t1, t2, t3 = t1 + a, t2 + b, t3 + c
+        direct = _Node({}, {})  # the accesses outside the loops of `body`
+        self._leaf(direct, body.leaf, mult)
         if direct.groups:
             lines = self.lines(direct) * LINE_BYTES
             t1, t2, t3 = t1 + lines, t2 + lines, t3 + lines
             _merge(node, direct)
         return t1, t2, t3
 
-    def stmt(self, node: _Node, s: ir.Stmt, mult: float, depth: int) -> tuple[float, float, float]:
+    def nested(self, node: _Node, s: Nested, mult: float, depth: int) -> tuple[float, float, float]:
         match s:
-            case ir.For():
+            case Loop():
                 return self.loop(node, s, mult, depth)
-            case ir.Let() | ir.Store() | ir.VLet() | ir.VStore():
-                self._leaf(node, s, mult)
-            case ir.If(cond, then, other):
+            case Branch(cond, then, other):
                 self._leaf(node, cond, mult)
                 saved = self.counts()
                 a = self.body(node, then, mult, -1)
@@ -310,16 +191,13 @@ class _Walk:
                 if taken[1] > self.loads:  # count the branch with more accesses only
                     self.work, self.loads, self.ops = taken
                 return max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
-            case ir.Random(_, _, _):
-                self.ops += mult
-            case ir.Scratch(buffer, body):
+            case Region(buffer, inner):
                 self._buffer(buffer)
-                return self.body(node, body, mult, -1)
+                return self.body(node, inner, mult, -1)
             case _:
                 assert_never(s)
-        return 0.0, 0.0, 0.0
 
-    def loop(self, parent: _Node, s: ir.For, mult: float, depth: int) -> tuple[float, float, float]:
+    def loop(self, parent: _Node, s: Loop, mult: float, depth: int) -> tuple[float, float, float]:
         bound = s.bound
         if self.kernel.split and depth == self.kernel.split_depth:
             bound = math.ceil(bound / self.workers)  # one worker's share
@@ -348,16 +226,6 @@ class _Walk:
         return sum(min(n, self.buffers[i].lines) for i, n in per_buffer.items())
 
 
-def _lanes(v: ir.VExpr) -> int:
-    match v:
-        case ir.VLoad(_, _, lanes) | ir.Splat(_, lanes) | ir.VVar(_, lanes):
-            return lanes
-        case ir.VBin(_, left, _):
-            return _lanes(left)
-        case _:
-            assert_never(v)
-
-
 def _box(dims: list[tuple[float, int]], width: int) -> float:
     """The lines of a box of accesses `width` bytes wide, along (stride bytes, count)
     dimensions: runs merge while a stride is within the run (or a line), the rest
@@ -382,26 +250,7 @@ def _merge(parent: _Node, child: _Node) -> None:
     parent.bounds.update(child.bounds)
 
 
-def _max_lanes(stmts: tuple[ir.Stmt, ...]) -> int:
-    lanes = 1
-    for s in stmts:
-        match s:
-            case ir.For(_, _, body) | ir.Scratch(_, body):
-                lanes = max(lanes, _max_lanes(body))
-            case ir.If(_, then, other):
-                lanes = max(lanes, _max_lanes(then), _max_lanes(other))
-            case ir.VLet(_, _, n):
-                lanes = max(lanes, n)
-            case ir.VStore(_, _, value):
-                lanes = max(lanes, _lanes(value))
-            case ir.Let() | ir.Store() | ir.Random():
-                pass
-            case _:
-                assert_never(s)
-    return lanes
-
-
-def workers_of(kernel: ir.Kernel, threads: int) -> int:
+def workers_of(kernel: ir.Kernel | Outline, threads: int) -> int:
     """The workers a kernel runs on: a plan's count, else the team's."""
     if not kernel.split:
         return 1
@@ -409,7 +258,7 @@ def workers_of(kernel: ir.Kernel, threads: int) -> int:
 
 
 def kernel_terms(
-    kernel: ir.Kernel, machine: Machine, threads: int
+    kernel: Outline, machine: Machine, threads: int
 ) -> tuple[float, float, float, float, float, float]:
     """W, R, the bytes from L2, L3 and memory, and the operations of one kernel."""
     workers = workers_of(kernel, threads)
@@ -424,23 +273,38 @@ def kernel_terms(
     return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops
 
 
-def features(
-    kernels: tuple[ir.Kernel, ...], dtype: str, machine: Machine, threads: int
+def outline_features(
+    kernels: tuple[Outline, ...], dtype: str, machine: Machine, threads: int
 ) -> Features:
-    """The terms of a point's kernels, added, and its group."""
+    """The terms of a point's kernels (their outlines), added, and its group."""
     work = loads = l2 = l3 = mem = ops = 0.0
     lanes, workers, spawns = 1, 1, 0
     size = 0.0
     for k in kernels:
         w, r, b2, b3, bm, o = kernel_terms(k, machine, threads)
         work, loads, l2, l3, mem, ops = work + w, loads + r, l2 + b2, l3 + b3, mem + bm, ops + o
-        lanes = max(lanes, _max_lanes(k.body))
+        lanes = max(lanes, max_lanes(k.body))
         kw = workers_of(k, threads)
         workers = max(workers, kw)
         spawns += kw > 1
-        size += sum(b.size * _elem(b) for b in (*k.inputs, *k.outputs))
+        size += sum(b.size * element_bytes(b) for b in k.buffers)
     group = f"{dtype}+lanes{lanes}+w{workers}"
     return Features(work, loads, l2, l3, mem, group, len(kernels), spawns, ops, size)
 
 
-__all__ = ["RULES", "Features", "features", "features_of", "kernel_terms", "workers_of"]
+def features(
+    kernels: tuple[ir.Kernel, ...], dtype: str, machine: Machine, threads: int
+) -> Features:
+    """The terms of a point's kernels, added, and its group."""
+    return outline_features(tuple(of_kernel(k) for k in kernels), dtype, machine, threads)
+
+
+__all__ = [
+    "RULES",
+    "Features",
+    "features",
+    "features_of",
+    "kernel_terms",
+    "outline_features",
+    "workers_of",
+]
