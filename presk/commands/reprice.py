@@ -2,8 +2,8 @@
 
 DAY is a directory `presk autotune` wrote (presk/tune/sweep.py). The entry
 it swept is captured again from `meta.json` (no kernel compiled or run),
-every point of every nest is lowered at the recorded shapes and priced under
-the layout model of P. Per nest: the model's pick among the points measured
+every point of every nest is priced at the recorded shapes under the layout
+model of P (tune/pricing.py). Per nest: the model's pick among the points measured
 there, its measured median over the best measured one, and Spearman's ρ of
 the prices against the medians. `--out DIR` writes the day again with the
 new prices and the recorded times, which `presk rank` then reads.
@@ -26,8 +26,8 @@ from presk.diagnostics import CommandError, UsageError
 from presk.host.plan import PlanError
 from presk.pipeline import Request, front_end
 from presk.tune.capture import capture
-from presk.tune.harness import lower_point
-from presk.tune.model import price, spearman
+from presk.tune.model import spearman
+from presk.tune.pricing import Pricer
 from presk.tune.sweep import META, Day, SweepError, check_day, layout_of, nest_file, read_day
 
 NAME = "reprice"
@@ -92,12 +92,13 @@ def _reprice(args: argparse.Namespace) -> int:
         if nest is None:
             raise CommandError(f"{args.day}: nest {site} is not a nest of {request.entry.text}")
         again: list[dict[str, Any]] = []
+        pricer = Pricer(nest, profile, threads)
         for line in lines:
             try:
                 point = layout_of(line)
             except PlanError as error:
                 raise CommandError(f"{args.day}: {error.message}") from None
-            cost = price(nest, lower_point(nest, point, threads), profile, threads)
+            cost = pricer.price(point)
             again.append({**line, "predicted_us": cost})
         written[site] = again
         total += len(again)

@@ -1,0 +1,125 @@
+"""`presk plan`'s pricing without kernels gives the prices of pricing the built kernels.
+
+tune/pricing.py outlines a tiled contraction point from its parameters
+(tune/tiled.py) and lowers any other point once for all its splits. For the
+nests of tests/test_layouts.py (a dot as Linear has it, attention's `ein`s
+and softmax, a product's two adjoints, at sizes that are multiples of no
+tile) in f64, f32 and bf16, on one worker and two, each point's terms and
+price are compared with those read off its built kernels (harness.py
+`lower_point`, model.py `price`), and so is the plan's choice. Caches small
+enough that every term of the model is exercised.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+from presk.entries import bind_dims, find_entry
+from presk.host.realization import Realization
+from presk.kernel.layout import Layout, NestKind
+from presk.pipeline import Request, front_end
+from presk.tune.capture import Captured, capture, points_of
+from presk.tune.features import features, outline_features
+from presk.tune.harness import lower_point
+from presk.tune.machine import Machine
+from presk.tune.model import Fit, Profile, price
+from presk.tune.pricing import Pricer, price_points
+
+GRAD = """dim B
+dim K
+dim N
+fn f(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> ℝ[] = sum((x · m) * w)
+fn g(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> (ℝ[B, K], ℝ[K, N]) =
+  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
+"""
+
+CASES = {
+    "linear": ("tutorial/01_linear.psk", "Linear{150, 37}.apply", {"batch": 7}),
+    "attention": ("tutorial/03_attention.psk", "attend", {"B": 2, "T": 37}),
+    "adjoints": ("grad.psk", "g", {"B": 40, "K": 7, "N": 36}),
+}
+
+MACHINE = Machine(
+    cpu=0, l1d=4096, l2=1 << 16, l3=1 << 20, l3_shared=2, workers=2, registers=32, vector_bytes=64
+)
+GROUPS = [f"{t}+lanes{n}+w{w}" for t in ("f64", "f32", "bf16") for n in (1, 8, 16) for w in (1, 2)]
+PROFILE = Profile(
+    "layout",
+    MACHINE,
+    (),
+    "pnorm",
+    Fit(
+        0.5,
+        2.0,
+        (4e10, 2e10, 1e10),
+        2.5,
+        {g: 1e9 * (1 + i) for i, g in enumerate(GROUPS)},
+        {g: 2e9 * (1 + i % 5) for i, g in enumerate(GROUPS)},
+    ),
+    0.1,
+    0.9,
+)
+
+
+def _nests(case: str, dtype: str, tmp_path: Path) -> list[Captured]:
+    path, entry, dims = CASES[case]
+    if path == "grad.psk":
+        (tmp_path / path).write_text(GRAD, encoding="utf-8")
+        path = str(tmp_path / path)
+    else:
+        path = str(REPO_ROOT / path)
+    checked, _ = front_end(path, {})
+    chosen = find_entry(checked, entry)
+    binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
+    return list(capture(Request(checked, chosen, binding, Realization(dtype))).nests)
+
+
+def _sample(points: list[Layout]) -> list[Layout]:
+    """The first points (zero, the default, the first tiles), then every seventh."""
+    return points[:24] + points[24::7]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_prices_without_kernels_are_the_built_kernels(
+    case: str, dtype: str, threads: int, tmp_path: Path
+) -> None:
+    nests = _nests(case, dtype, tmp_path)
+    assert any(n.nest.kind is NestKind.CONTRACTION for n in nests)
+    compared = tiled = refused = 0
+    for nest in nests:
+        pricer = Pricer(nest, PROFILE, threads)
+        for point in _sample(points_of(nest, threads, "full")):
+            built = lower_point(nest, point, threads)
+            outlines = pricer.outlines(point)
+            assert (outlines is None) == (built.refused is not None), (nest.site, point.text())
+            if outlines is None:
+                refused += 1
+                continue
+            want = features(built.kernels, nest.dtype, MACHINE, threads)
+            got = outline_features(outlines, nest.dtype, MACHINE, threads)
+            assert got == want, (nest.site, point.text())
+            assert pricer.price(point) == price(nest, built, PROFILE, threads)
+            compared += 1
+            tiled += point.form == "tiled"
+    assert tiled > 30 and compared > tiled
+    if threads == 2:
+        assert refused > 0  # splits a nest cannot take are among those compared
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_every_point_of_the_attention_scores_ranks_the_same(dtype: str, tmp_path: Path) -> None:
+    """The whole space of one nest: the same prices, so the same plan's choice."""
+    nests = [n for n in _nests("attention", dtype, tmp_path) if n.nest.kind is NestKind.CONTRACTION]
+    nest = nests[0]
+    points = points_of(nest, 2, "full")
+    fast = price_points(nest, points, PROFILE, 2)
+    slow = [price(nest, lower_point(nest, p, 2), PROFILE, 2) for p in points]
+    assert fast == slow
+    costed = [(c, i) for i, c in enumerate(fast) if c is not None]
+    assert len(costed) > 100
+    assert min(costed) == min((c, i) for i, c in enumerate(slow) if c is not None)
