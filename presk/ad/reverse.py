@@ -291,14 +291,7 @@ class Differentiator:
         """An active call or fold run in the store form: its value, and what its reverse reads."""
         match instr.op:
             case ir.Call(callee, dims, args):
-                target = self.function(callee)
-                positions = tuple(
-                    i
-                    for i, a in enumerate(args)
-                    if isinstance(a, ir.Ref)
-                    and a.index in active
-                    and differentiable_type(target.params[i].type)
-                )
+                positions = _positions(self.function(callee), args, active)
                 if not positions:
                     return None
                 try:
@@ -365,12 +358,7 @@ class Differentiator:
                         assert isinstance(arg, ir.Ref)
                         adj.add(arg.index, contribution)
             case ir.Call(callee, dims, args):
-                target = self.function(callee)
-                positions = tuple(
-                    i
-                    for i, a in enumerate(args)
-                    if is_active(a) and differentiable_type(target.params[i].type)
-                )
+                positions = _positions(self.function(callee), args, active)
                 if not positions:
                     return
                 call_ty = self._call_types(args, positions, types)
@@ -519,6 +507,19 @@ class _Kept:
     positions: tuple[int, ...]
     residuals: ir.Operand
     inputs: ir.Operand | None = None  # a fold's layer inputs
+
+
+def _positions(
+    callee: ir.Function, args: tuple[ir.Operand, ...], active: set[int]
+) -> tuple[int, ...]:
+    """The arguments of a call that carry adjoints: active, of a differentiable type."""
+    return tuple(
+        i
+        for i, a in enumerate(args)
+        if isinstance(a, ir.Ref)
+        and a.index in active
+        and differentiable_type(callee.params[i].type)
+    )
 
 
 def _residual_type(fwd: ir.Function) -> Type:
