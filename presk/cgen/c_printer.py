@@ -256,7 +256,13 @@ class _Printer:
                 out.append(f"{calling}presk_{fn.name}{suffix}_lanes({a}, {a});")
                 self._lane_values[fn] = f"{a}[presk_l]"
         if guard is not None:
-            out.append(f"{inner}}}")
+            # Every iteration of a block none passes takes the other branch, and only it.
+            (branch,) = loop.body
+            assert isinstance(branch, ir.If)
+            out.append(f"{inner}}} else {{")
+            if branch.other:
+                out += each_lane(calling, self.stmts(branch.other, depth + 4))
+            out += [f"{calling}continue;", f"{inner}}}"]
         out += each_lane(inner, self.stmts(loop.body, depth + 3))
         self._lane_values = {}
         out.append(f"{pad}    }}")

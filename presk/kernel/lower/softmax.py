@@ -39,10 +39,18 @@ from presk.kernel.lower.base import (
     Names,
     PrimName,
     Step,
+    align_positions,
     axis_of,
     flat,
-    load_aligned,
     nest,
+)
+from presk.kernel.lower.row_lanes import (
+    AllowedFn,
+    first_scratch,
+    in_row,
+    kept_row,
+    lane_max,
+    row_scratch,
 )
 
 
@@ -69,82 +77,38 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     outer, sizes, j, pos, n = _rows(x, str(step.attrs["axis"]), names)
     m, s, e = names.scalar(), names.scalar(), names.scalar()
     at = _at(x, outer, pos, IVar(j))
-    allowed: Cmp | None = None
+    keeps: AllowedFn | None = None
     if isinstance(mask, Buffer):
-        vars_all = list(outer)
-        vars_all.insert(pos, j)
-        allowed = Cmp(CmpOp.NE, load_aligned(mask, x.axes, vars_all), IConst(0))
+        mask_buffer = mask
+
+        def keeps(k: Index) -> Cmp:
+            index: list[Index] = [IVar(v) for v in outer]
+            index.insert(pos, k)
+            return Cmp(CmpOp.NE, _load_at(mask_buffer, x, tuple(index)), IConst(0))
+
     log = step.name == PrimName.LOG_SOFTMAX
-    if allowed is None:
-        body: tuple[Stmt, ...] = (
-            Let(m, Load(x, _at(x, outer, pos, IConst(0)))),
-            For(j, n, (Let(m, Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))),)),
-            Let(s, ZERO),
-            For(
-                j,
-                n,
-                (
-                    Let(
-                        s, Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m))))
-                    ),
-                ),
-            ),
-        )
+    if names.tiles and names.passes == 3:
+        row = _Row(x, out, outer, pos, j, n, names, launch)
+        return nest(sizes, outer, row.softmax((m, s, e), log, keeps))
+    if keeps is None:
+        first = _plain_max(x, outer, pos, j, n, m)
         if names.passes == 2 and not log:
-            return nest(sizes, outer, (*body[:2], *_two_passes(out, at, j, n, e, s, m, x, None)))
+            return nest(sizes, outer, (*first, *_two_passes(out, at, j, n, e, s, m, x, None)))
+        body: tuple[Stmt, ...] = (*first, Let(s, ZERO), For(j, n, (_add_exp(s, x, at, m),)))
         if log:
             value: Expr = Bin(BinOp.SUB, Bin(BinOp.SUB, Load(x, at), Var(m)), Fn(Libm.LOG, Var(s)))
         else:
             value = Bin(BinOp.DIV, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m))), Var(s))
         body += (For(j, n, (Store(out, at, value),)),)
         return nest(sizes, outer, body)
-    # The maximum starts at the first allowed position; refused positions give 0.
-    seen = names.scalar()
-    body = (
-        Let(seen, ZERO),
-        Let(m, ZERO),
-        For(
-            j,
-            n,
-            (
-                If(
-                    allowed,
-                    (
-                        Let(
-                            m,
-                            Select(
-                                Cmp(CmpOp.EQ, Var(seen), ZERO),
-                                Load(x, at),
-                                Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m)),
-                            ),
-                        ),
-                        Let(seen, ONE),
-                    ),
-                ),
-            ),
-        ),
-    )
+    allowed = keeps(IVar(j))
+    first = _masked_max(x, allowed, outer, pos, j, n, m, names.scalar())
     if names.passes == 2 and not log:
-        return nest(sizes, outer, (*body, *_two_passes(out, at, j, n, e, s, m, x, allowed)))
-    body += (
+        return nest(sizes, outer, (*first, *_two_passes(out, at, j, n, e, s, m, x, allowed)))
+    body = (
+        *first,
         Let(s, ZERO),
-        For(
-            j,
-            n,
-            (
-                If(
-                    allowed,
-                    (
-                        Let(
-                            s,
-                            Bin(
-                                BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m)))
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
+        For(j, n, (If(allowed, (_add_exp(s, x, at, m),)),)),
         For(
             j,
             n,
@@ -161,6 +125,131 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         ),
     )
     return nest(sizes, outer, body)
+
+
+def _load_at(mask: Buffer, x: Buffer, index: tuple[Index, ...]) -> Load:
+    """The mask's element aligned with element `index` of `x` (load_aligned's rule)."""
+    positions = align_positions(mask.axes, x.axes)
+    return Load(mask, tuple(index[p] for p in positions))
+
+
+def _add_exp(s: str, x: Buffer, at: tuple[Index, ...], m: str) -> Stmt:
+    """s = s + exp(x − m)."""
+    return Let(s, Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m)))))
+
+
+def _plain_max(x: Buffer, outer: list[str], pos: int, j: str, n: int, m: str) -> tuple[Stmt, ...]:
+    """The scalar pass: m starts at the row's first element, then `x > m ? x : m`."""
+    at = _at(x, outer, pos, IVar(j))
+    return (
+        Let(m, Load(x, _at(x, outer, pos, IConst(0)))),
+        For(j, n, (Let(m, Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))),)),
+    )
+
+
+def _masked_max(
+    x: Buffer, allowed: Cmp, outer: list[str], pos: int, j: str, n: int, m: str, seen: str
+) -> tuple[Stmt, ...]:
+    """The scalar pass of a masked row: m starts at the first allowed position (0 if none)."""
+    at = _at(x, outer, pos, IVar(j))
+    larger = Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))
+    first = Select(Cmp(CmpOp.EQ, Var(seen), ZERO), Load(x, at), larger)
+    return (
+        Let(seen, ZERO),
+        Let(m, ZERO),
+        For(j, n, (If(allowed, (Let(m, first), Let(seen, ONE))),)),
+    )
+
+
+class _Row:
+    """One row of `x` (the loops over the other axes outside) in the lanes' form of
+    row_lanes.py: the maximum by lanes, each exponential once, kept while the sum
+    adds it, then read back."""
+
+    def __init__(
+        self,
+        x: Buffer,
+        out: Buffer,
+        outer: list[str],
+        pos: int,
+        j: str,
+        n: int,
+        names: Names,
+        launch: Launch,
+    ) -> None:
+        self.x, self.out, self.outer, self.pos, self.j, self.n = x, out, outer, pos, j, n
+        self.names = names
+        self.scratch = first_scratch(launch)
+        self.at = _at(x, outer, pos, IVar(j))
+
+    def maximum(self, m: str, keeps: AllowedFn | None) -> Stmt:
+        """m = the row's maximum (of its allowed elements), the scalar pass's bits."""
+        x, outer, pos, j, n = self.x, self.outer, self.pos, self.j, self.n
+        if keeps is None:
+            scalar = _plain_max(x, outer, pos, j, n, m)
+        else:
+            scalar = _masked_max(x, keeps(IVar(j)), outer, pos, j, n, m, self.names.scalar())
+        element = lambda k: _at(x, outer, pos, k)  # noqa: E731
+        return lane_max(x, element, keeps, m, self.names, self.scratch, n, scalar)
+
+    def exponent(self, m: str) -> Expr:
+        return Fn(Libm.EXP, Bin(BinOp.SUB, Load(self.x, self.at), Var(m)))
+
+    def sum(self, s: str, m: str) -> tuple[Stmt, ...]:
+        """s = Σ exp(x − m), in increasing order."""
+        return (Let(s, ZERO), For(self.j, self.n, (_add_exp(s, self.x, self.at, m),)))
+
+    def kept(self, s: str, m: str, e: str) -> tuple[Buffer, tuple[Index, ...], tuple[Stmt, ...]]:
+        """Where the exponentials wait, the element's index there, and the statements of
+        one element of the sum: e = exp(x − m) kept, s = s + e."""
+        row = kept_row(self.out, self.n, self.scratch + 2)
+        assert row is not None
+        r = in_row(row, self.out, self.at, self.j)
+        keep = (
+            Let(e, self.exponent(m)),
+            Store(row, r, Var(e)),
+            Let(s, Bin(BinOp.ADD, Var(s), Var(e))),
+        )
+        return row, r, keep
+
+    def softmax(
+        self, scalars: tuple[str, str, str], log: bool, keeps: AllowedFn | None
+    ) -> tuple[Stmt, ...]:
+        m, s, e = scalars
+        out, at, j, n = self.out, self.at, self.j, self.n
+        first = self.maximum(m, keeps)
+        if log:
+            ls = self.names.scalar()
+            value = Bin(BinOp.SUB, Bin(BinOp.SUB, Load(self.x, at), Var(m)), Var(ls))
+            # log(s) once per row: the same value at every element.
+            once = Let(ls, Fn(Libm.LOG, Var(s)))
+            return (first, *self.sum(s, m), once, For(j, n, (Store(out, at, value),)))
+        allowed = None if keeps is None else keeps(IVar(j))
+        if kept_row(out, n, self.scratch + 2) is None:  # a long bf16 row: exp twice
+            again = Store(out, at, Bin(BinOp.DIV, self.exponent(m), Var(s)))
+            if allowed is None:
+                return (first, *self.sum(s, m), For(j, n, (again,)))
+            add = _add_exp(s, self.x, at, m)
+            return (
+                first,
+                Let(s, ZERO),
+                For(j, n, (If(allowed, (add,)),)),
+                For(j, n, (If(allowed, (again,), (Store(out, at, ZERO),)),)),
+            )
+        row, r, keep = self.kept(s, m, e)
+        divide: Stmt = Store(out, at, Bin(BinOp.DIV, Load(row, r), Var(s)))
+        if allowed is None:
+            body = (first, Let(s, ZERO), For(j, n, keep), For(j, n, (divide,)))
+            return row_scratch(row, out, body)
+        # A refused position keeps +0, and +0 / s is +0 for every s > 0 (∞ included): such
+        # a row divides at every position; a sum of 0 (nothing allowed) or NaN does not.
+        third = If(
+            Cmp(CmpOp.GT, Var(s), ZERO),
+            (For(j, n, (divide,)),),
+            (For(j, n, (If(allowed, (divide,), (Store(out, at, ZERO),)),)),),
+        )
+        second = For(j, n, (If(allowed, keep, (Store(row, r, ZERO),)),))
+        return row_scratch(row, out, (first, Let(s, ZERO), second, third))
 
 
 def _two_passes(
