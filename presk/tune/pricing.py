@@ -38,16 +38,20 @@ class Pricer:
         self.nest, self.profile, self.threads = nest, profile, threads
         self._unsplit: dict[Layout, _Unsplit | None] = {}
         self._pack: tuple[Outline, Launch] | None = None
+        # Prices by outline: a split the default makes anyway is the same kernel.
+        self._prices: dict[tuple[tuple[int, bool, int, int], ...], float] = {}
 
     def price(self, point: Layout) -> float | None:
         """The predicted µs of `point`; None for a point the nest cannot take."""
         kernels = self.outlines(point)
         if kernels is None:
             return None
-        machine = self.profile.machine
-        return predict(
-            outline_features(kernels, self.nest.dtype, machine, self.threads), self.profile
-        )
+        key = tuple((id(k.body), k.split, k.split_depth, k.workers) for k in kernels)
+        found = self._prices.get(key)
+        if found is None:
+            terms = outline_features(kernels, self.nest.dtype, self.profile.machine, self.threads)
+            found = self._prices[key] = predict(terms, self.profile)
+        return found
 
     def outlines(self, point: Layout) -> tuple[Outline, ...] | None:
         """The outlines of the point's kernels, split as it states; None if refused."""
