@@ -11,6 +11,7 @@ then `Help:` and `Note:` lines.
 from __future__ import annotations
 
 import bisect
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -134,6 +135,19 @@ class NotBuiltYet(Exception):
 
 class CommandError(Exception):
     """A failure outside the program, such as a file that cannot be read: one line, exit 1."""
+
+
+def read_json(path: str, where: str, error: Callable[[str], Exception]) -> object:
+    """The JSON document in the file at `path`. If it cannot be read or is not JSON,
+    raises `error` of one line that starts with `where` (the flag and the file)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc: object = json.load(handle)
+    except OSError as failure:
+        raise error(f"{where}: {failure.strerror or failure}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as failure:
+        raise error(f"{where}: not JSON ({failure})") from None
+    return doc
 
 
 @dataclass

@@ -11,7 +11,6 @@ how many points the model cannot tell from it (within 1 + u of its price).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -25,7 +24,7 @@ from presk.commands.common import (
     threads_of,
 )
 from presk.data.format import DataError
-from presk.diagnostics import CommandError, UsageError
+from presk.diagnostics import CommandError, UsageError, read_json
 from presk.host.plan import Plan, write
 from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
@@ -86,11 +85,7 @@ def _realization_json(spec: str) -> object:
     """The realization as a plan states it: a type, or the file's object."""
     if not spec.startswith("@"):
         return spec
-    try:
-        with open(spec[1:], encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError) as error:
-        raise CommandError(f"--realize {spec}: {error}") from None
+    return read_json(spec[1:], f"--realize {spec}", CommandError)
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from presk.data.format import write_atomically
+from presk.diagnostics import read_json
 from presk.host.realization import Realization, RealizationError, from_object
 from presk.host.realization import parse as parse_realization
 from presk.kernel.layout import NO_SPLIT, Layout, Split
@@ -51,14 +52,7 @@ def parse(spec: str) -> Plan:
     if not spec.startswith("@"):
         raise PlanError(f"--plan {spec}: expected @FILE (a JSON plan)")
     path = spec[1:]
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except OSError as error:
-        raise PlanError(f"--plan {spec}: {error.strerror or error}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise PlanError(f"--plan {spec}: not JSON ({error})") from None
-    return from_json(doc, path)
+    return from_json(read_json(path, f"--plan {spec}", PlanError), path)
 
 
 def from_json(doc: object, path: str = "<plan>") -> Plan:

@@ -140,8 +140,9 @@ class Recorder:
         self.layouts = layouts or {}  # a plan's point per site
         self.planned: set[str] = set()  # the sites whose point was used
         # Each site's nests (one per shape it is recorded at), with their kernels' type:
-        # what a plan lays out, one point for all of them.
+        # what a plan lays out, one point for all of them; and the kernels seen there.
         self.nests: dict[str, list[tuple[Launch, str]]] = {}
+        self._nest_kernels: dict[str, set[str]] = {}
         self.functions = {fn.name: fn for fn in module.functions}
         self.realization = realization
         self.dtype = realization.default
@@ -175,6 +176,14 @@ class Recorder:
             raise PlanError(f"{self.site}: {error}", "E7002") from None
         k = self._split(k, None if point is None else point.split)
         return self._named(k)
+
+    def keep_nest(self, launch: Launch, c_name: str) -> None:
+        """Keep the site's nest `launch`, whose kernel is `c_name`, unless it was kept: a
+        nest recorded again is the same kernel (its text is the key of `_named`)."""
+        seen = self._nest_kernels.setdefault(self.site, set())
+        if c_name not in seen:
+            seen.add(c_name)
+            self.nests.setdefault(self.site, []).append((launch, kernel_dtype(launch, self.dtype)))
 
     def _split(self, k: kir.Kernel, chosen: Split | None) -> kir.Kernel:
         try:
@@ -485,9 +494,7 @@ class _Body(FoldRecording):
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
         launch = Launch(steps, inputs, out_buffer)
-        seen = self.rec.nests.setdefault(self.rec.site, [])
-        if (launch, kernel_dtype(launch, self.rec.dtype)) not in seen:
-            seen.append((launch, kernel_dtype(launch, self.rec.dtype)))
+        nest = launch
         point = self.rec.point_here(launch)
         if point is not None and point.pack:
             # The pack is a launch of its own into a panel of the frame, just before.
@@ -500,6 +507,7 @@ class _Body(FoldRecording):
             launch = with_pack_input(launch, panel)
             ptrs = [*ptrs, panel_value.ptr]
         c_name = self.rec.kernel(launch, point)
+        self.rec.keep_nest(nest, c_name)
         self.emit(self.rec.launch(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
         self.rec.launches_unfused += len(steps)

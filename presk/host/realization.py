@@ -12,9 +12,9 @@ realization is the object with empty maps.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
+from presk.diagnostics import read_json
 from presk.kernel.ir import arith
 
 TYPES = ("f64", "f32", "bf16")
@@ -57,14 +57,7 @@ def parse(spec: str) -> Realization:
     if not spec.startswith("@"):
         raise RealizationError(f"--realize {spec}: expected f64, f32, bf16 or @FILE")
     path = spec[1:]
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except OSError as error:
-        raise RealizationError(f"--realize {spec}: {error.strerror or error}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RealizationError(f"--realize {spec}: not JSON ({error})") from None
-    return from_object(doc, path)
+    return from_object(read_json(path, f"--realize {spec}", RealizationError), path)
 
 
 def _type(value: object, where: str) -> str:

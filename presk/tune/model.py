@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from presk.data.format import write_atomically
+from presk.diagnostics import read_json
 from presk.tune.capture import Captured
 from presk.tune.features import RULES, Features, features, features_of
 from presk.tune.harness import Lowered
@@ -191,14 +192,7 @@ def profile_of(doc: object, where: str) -> Profile:
 
 def read(path: str) -> Profile:
     """The profile at `path`; ProfileError with one line if it is not one."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except OSError as error:
-        raise ProfileError(f"{path}: {error.strerror or error}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ProfileError(f"{path}: not JSON ({error})") from None
-    return profile_of(doc, path)
+    return profile_of(read_json(path, path, ProfileError), path)
 
 
 def write(profile: Profile, path: str) -> None:
