@@ -24,13 +24,12 @@ on every index.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from presk.kernel.ir import IBin, IConst, Index, IntOp, IVar, Load
+from presk.kernel.ir import IBin, IConst, Index, IntOp, IVar
 from presk.kernel.layout import NO_SPLIT, Layout, Split
-from presk.kernel.lower.adjoint_tiles import Product
 from presk.kernel.lower.base import Launch, Names
-from presk.kernel.lower.layouts import LayoutError, product_of
+from presk.kernel.lower.layouts import Tile, tile_of
 from presk.sched.split import WORK_THRESHOLD
 from presk.tune.outline import (
     Body,
@@ -95,22 +94,16 @@ def _blocked(
     return out
 
 
-@dataclass(frozen=True)
-class _Tile:
-    """A tiled point of one product: how it reads b, its tile, lanes and k-block."""
+class _Outliner:
+    """The outline of one tiled point's kernel, built as layouts.py `tiled` builds the kernel."""
 
-    p: Product
-    names: Names
-    rows: int
-    columns: int
-    lanes: int
-    kblock: int
-    b: Callable[[Index, Index], Load]
-    vector: bool  # b can be read as vectors along J
+    def __init__(self, tile: Tile) -> None:
+        self.tile, self.p, self.names = tile, tile.p, tile.names
 
     def leaf(self, i0: Index, rows: int, j0: Index, cols: int, block: _Block | None) -> list[Part]:
-        """The accumulators of rows × cols outputs at (i0, j0) (layouts.py `_Tile.leaf`)."""
-        lanes = self.lanes if cols % self.lanes == 0 and self.vector else 1
+        """The accumulators of rows × cols outputs at (i0, j0) (layouts.py `Tile.leaf`)."""
+        lanes = self.tile.lanes
+        lanes = lanes if cols % lanes == 0 and self.tile.b_vector is not None else 1
         vectors = cols // lanes
         tile = rows * vectors
         out, at = self.p.out, self.p.out_at
@@ -137,9 +130,11 @@ class _Tile:
             else:
                 start = [zero if first else reload]
             return [*start, *run(k0, kn), store]
-        if not self.kblock:
+        if not self.tile.kblock:
             return [zero, *run(IConst(0), self.p.k), store]
-        inner = _blocked(self.names, self.p.k, self.kblock, lambda k0, kn, _f: run(k0, kn), "K")
+        inner = _blocked(
+            self.names, self.p.k, self.tile.kblock, lambda k0, kn, _f: run(k0, kn), "K"
+        )
         return [zero, *inner, store]
 
     def _steps(self, i0: Index, rows: int, j0: Index, cols: int, lanes: int, k: Index) -> Leaf:
@@ -151,11 +146,11 @@ class _Tile:
         if rows > 1:
             a1 = self.p.a(_plus(i0, 1), k)
             da = pattern(a1.buffer, a1.index)[1] - a00
-        b0 = self.b(k, j0)
+        b0 = self.tile.b(k, j0)
         b_key, b00 = pattern(b0.buffer, b0.index)
         db = 0.0
         if vectors > 1:
-            b1 = self.b(k, _plus(j0, lanes))
+            b1 = self.tile.b(k, _plus(j0, lanes))
             db = pattern(b1.buffer, b1.index)[1] - b00
         a_consts = frozenset(a00 + r * da for r in range(rows))
         b_consts = frozenset(b00 + c * db for c in range(vectors))
@@ -172,15 +167,14 @@ class _Tile:
 
     def levels(self, levels: str, at: dict[str, _Block], keep: bool) -> list[Part]:
         """The block loops in `levels` order (outermost first), then a leaf."""
-        p = self.p
+        p, tile = self.p, self.tile
         if not levels:
             i0, rows, _ = at["I"]
             j0, cols, _ = at["J"]
             return self.leaf(i0, rows, j0, cols, at["K"] if keep else None)
         axis, rest = levels[0], levels[1:]
-        total, size = {"I": (p.m, self.rows), "J": (p.n, self.columns), "K": (p.k, self.kblock)}[
-            axis
-        ]
+        sizes = {"I": (p.m, tile.rows), "J": (p.n, tile.columns), "K": (p.k, tile.kblock)}
+        total, size = sizes[axis]
 
         def make(base: Index, n: int, first: First) -> list[Part]:
             return self.levels(rest, at | {axis: (base, n, first)}, keep)
@@ -192,24 +186,11 @@ def outline_tiled(launch: Launch, point: Layout) -> Outline:
     """The outline of the kernel `lower(launch, dtype, True, point)` builds for a tiled
     point, unsplit (a pack's panel is the launch's last input, as with_pack_input puts it)."""
     names = Names(tiles=True, passes=point.passes or 3)
-    p = product_of(launch.steps[-1], launch, names)
-    if p is None:
-        raise LayoutError("this nest is no product of a row, a column and one summed axis")
-    b, vector = p.b, p.b_vector is not None
-    if point.pack:
-        panel = launch.inputs[-1]
-        batch = tuple(IVar(v) for v, _ in p.batch)
-
-        def b(k: Index, j: Index) -> Load:
-            return Load(panel, (*batch, k, j))
-
-        vector = True
-    rows, columns = point.tile or (1, 1)
-    tile = _Tile(p, names, rows, columns, point.lanes or 1, point.kblock or 0, b, vector)
+    tile = tile_of(launch.steps[-1], launch, names, point)
     order = point.order or "IJ"
     keep = bool(tile.kblock) and not order.endswith("K")
-    body = _body(tile.levels(order if keep else order.replace("K", ""), {}, keep))
-    for var, bound in reversed(p.batch):
+    body = _body(_Outliner(tile).levels(order if keep else order.replace("K", ""), {}, keep))
+    for var, bound in reversed(tile.p.batch):
         body = Body(Leaf(), (Loop(var, bound, body, "batch"),))
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
     return Outline(body, (*launch.inputs, *outputs))

@@ -219,7 +219,7 @@ def _check_contraction(nest: Nest, point: Layout) -> None:
 
 
 @dataclass(frozen=True)
-class _Tile:
+class Tile:
     """A tiled point of one product: the loads of b (from a panel if packed), its sizes."""
 
     p: Product
@@ -314,8 +314,9 @@ def _choose(cond: Cond, then: tuple[Stmt, ...], other: tuple[Stmt, ...]) -> tupl
     return (ir.If(cond, then, other),)
 
 
-def tiled(step: Step, launch: Launch, names: Names, point: Layout) -> tuple[Stmt, ...]:
-    """The kernel body of a contraction at a tiled point (a pack's panel is the last input)."""
+def tile_of(step: Step, launch: Launch, names: Names, point: Layout) -> Tile:
+    """A contraction's product and its tile at a tiled point (a pack's panel is the
+    last input)."""
     p = product_of(step, launch, names)
     if p is None:
         raise LayoutError("this nest is no product of a row, a column and one summed axis")
@@ -331,7 +332,13 @@ def tiled(step: Step, launch: Launch, names: Names, point: Layout) -> tuple[Stmt
             return ir.VLoad(panel, (*batch, k, j), lanes)
 
     rows, columns = point.tile or (1, 1)
-    tile = _Tile(p, names, rows, columns, point.lanes or 1, point.kblock or 0, b, b_vector)
+    return Tile(p, names, rows, columns, point.lanes or 1, point.kblock or 0, b, b_vector)
+
+
+def tiled(step: Step, launch: Launch, names: Names, point: Layout) -> tuple[Stmt, ...]:
+    """The kernel body of a contraction at a tiled point (a pack's panel is the last input)."""
+    tile = tile_of(step, launch, names, point)
+    p = tile.p
     order = point.order or "IJ"
     keep = bool(tile.kblock) and not order.endswith("K")
     levels = order if keep else order.replace("K", "")
@@ -342,7 +349,7 @@ def tiled(step: Step, launch: Launch, names: Names, point: Layout) -> tuple[Stmt
 
 
 def _levels(
-    tile: _Tile, levels: str, at: dict[str, tuple[Index, int, Cond, Cond]], keep: bool
+    tile: Tile, levels: str, at: dict[str, tuple[Index, int, Cond, Cond]], keep: bool
 ) -> tuple[Stmt, ...]:
     """The block loops in `levels` order (outermost first), then a leaf."""
     p = tile.p
@@ -370,12 +377,14 @@ def with_pack_input(launch: Launch, panel: Buffer) -> Launch:
 __all__ = [
     "CONTRACTIONS",
     "LayoutError",
+    "Tile",
     "check_point",
     "nest_of",
     "operand_1",
     "pack_body",
     "panel_of",
     "product_of",
+    "tile_of",
     "tiled",
     "with_pack_input",
 ]
