@@ -54,7 +54,9 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PRESK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
-def _nests(case: str, dtype: str, tmp_path: Path) -> list[harness.Captured]:
+def _nests(
+    case: str, dtype: str, tmp_path: Path, kinds: tuple[NestKind, ...] = KINDS
+) -> list[harness.Captured]:
     path, entry, dims = CASES[case]
     if path == "grad.psk":
         (tmp_path / path).write_text(GRAD, encoding="utf-8")
@@ -65,7 +67,7 @@ def _nests(case: str, dtype: str, tmp_path: Path) -> list[harness.Captured]:
     chosen = find_entry(checked, entry)
     binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
     request = Request(checked, chosen, binding, Realization(dtype))
-    return [n for n in capture(request).nests if n.nest.kind in KINDS]
+    return [n for n in capture(request).nests if n.nest.kind in kinds]
 
 
 def _sample(points: list[Layout]) -> list[Layout]:

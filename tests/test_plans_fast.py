@@ -15,32 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+import test_layouts
 
-from presk.entries import bind_dims, find_entry
-from presk.host.realization import Realization
 from presk.kernel.layout import Layout, NestKind
-from presk.pipeline import Request, front_end
-from presk.tune.capture import Captured, capture, points_of
+from presk.tune.capture import Captured, points_of
 from presk.tune.features import features, outline_features
 from presk.tune.harness import lower_point
 from presk.tune.machine import Machine
 from presk.tune.model import Fit, Profile, price
 from presk.tune.pricing import Pricer, price_points
-
-GRAD = """dim B
-dim K
-dim N
-fn f(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> ℝ[] = sum((x · m) * w)
-fn g(x : ℝ[B, K], m : ℝ[K, N], w : ℝ[B, N]) -> (ℝ[B, K], ℝ[K, N]) =
-  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
-"""
-
-CASES = {
-    "linear": ("tutorial/01_linear.psk", "Linear{150, 37}.apply", {"batch": 7}),
-    "attention": ("tutorial/03_attention.psk", "attend", {"B": 2, "T": 37}),
-    "adjoints": ("grad.psk", "g", {"B": 40, "K": 7, "N": 36}),
-}
 
 MACHINE = Machine(
     cpu=0, l1d=4096, l2=1 << 16, l3=1 << 20, l3_shared=2, workers=2, registers=32, vector_bytes=64
@@ -65,16 +48,7 @@ PROFILE = Profile(
 
 
 def _nests(case: str, dtype: str, tmp_path: Path) -> list[Captured]:
-    path, entry, dims = CASES[case]
-    if path == "grad.psk":
-        (tmp_path / path).write_text(GRAD, encoding="utf-8")
-        path = str(tmp_path / path)
-    else:
-        path = str(REPO_ROOT / path)
-    checked, _ = front_end(path, {})
-    chosen = find_entry(checked, entry)
-    binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
-    return list(capture(Request(checked, chosen, binding, Realization(dtype))).nests)
+    return test_layouts._nests(case, dtype, tmp_path, tuple(NestKind))
 
 
 def _sample(points: list[Layout]) -> list[Layout]:
@@ -84,7 +58,7 @@ def _sample(points: list[Layout]) -> list[Layout]:
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(test_layouts.CASES))
 def test_prices_without_kernels_are_the_built_kernels(
     case: str, dtype: str, threads: int, tmp_path: Path
 ) -> None:
