@@ -357,8 +357,13 @@ def cross_entropy(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     row = tuple(IVar(v) for v in outer)
     xt = Load(logits, _at(logits, outer, pos, IVar(tid)))
     loss = Bin(BinOp.SUB, Fn(Libm.LOG, Var(s)), Bin(BinOp.SUB, xt, Var(m)))
+    if names.tiles:
+        lanes = _Row(logits, launch.output, outer, pos, j, n, names, launch)
+        stats: tuple[Stmt, ...] = (lanes.maximum(m, None), *lanes.sum(s, m))
+    else:
+        stats = _row_stats(logits, outer, pos, j, n, m, s)
     body = (
-        *_row_stats(logits, outer, pos, j, n, m, s),
+        *stats,
         Let(tid, Load(targets, row), integer=True),
         Store(launch.output, row, loss),
     )
@@ -379,9 +384,22 @@ def cross_entropy_vjp(step: Step, launch: Launch, names: Names) -> tuple[Stmt, .
         Load(ct, row),
         Select(Cmp(CmpOp.EQ, IVar(j), Load(targets, row)), Bin(BinOp.SUB, q, ONE), q),
     )
+    out = launch.output
+    if names.tiles:
+        lanes = _Row(logits, out, outer, pos, j, n, names, launch)
+        first = lanes.maximum(m, None)
+        if kept_row(out, n, lanes.scratch + 2) is None:  # a long bf16 row: exp twice
+            body: tuple[Stmt, ...] = (first, *lanes.sum(s, m), For(j, n, (Store(out, at, value),)))
+            return nest(sizes, outer, body)
+        kept, r, keep = lanes.kept(s, m, names.scalar())
+        q = Bin(BinOp.DIV, Load(kept, r), Var(s))
+        one_hot = Select(Cmp(CmpOp.EQ, IVar(j), Load(targets, row)), Bin(BinOp.SUB, q, ONE), q)
+        grad = Store(out, at, Bin(BinOp.MUL, Load(ct, row), one_hot))
+        passes = (first, Let(s, ZERO), For(j, n, keep), For(j, n, (grad,)))
+        return nest(sizes, outer, row_scratch(kept, out, passes))
     body = (
         *_row_stats(logits, outer, pos, j, n, m, s),
-        For(j, n, (Store(launch.output, at, value),)),
+        For(j, n, (Store(out, at, value),)),
     )
     return nest(sizes, outer, body)
 
