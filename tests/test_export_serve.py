@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -121,3 +122,57 @@ def test_the_generator_refuses_bad_input(weights: str, tmp_path: Path) -> None:
         "export", "tutorial/07_train.psk", "--target", "c", "--serve", "-o", str(tmp_path / "x")
     )
     assert code == 2 and "has no `inference` block" in err
+
+
+# The model's dots tiled in vectors, its softmax in two passes, and a site of the sampler
+# alone (its division by the temperature): each function takes the points of its nests.
+PLAN = {
+    "realization": "f32",
+    "layout": {
+        "Linear.apply/%3": {"tile": [2, 4], "lanes": 4},
+        "SelfAttention.apply/%15": {"passes": 2},
+        "next_token/%6": {"lanes": 1},
+    },
+}
+
+
+def _plan(tmp_path: Path, doc: object) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return f"@{path}"
+
+
+def test_a_plan_lays_out_the_generator_and_keeps_its_tokens(weights: str, tmp_path: Path) -> None:
+    out = tmp_path / "gen"
+    code, summary, err = run_presk("export", SERVE, *TINY, "--target", "c", "--serve",
+                                   "--weights", weights, "--plan", _plan(tmp_path, PLAN),
+                                   "-o", str(out))  # fmt: skip
+    assert code == 0, err
+    assert "at context 8 in f32" in summary
+    assert "<v=" in (out / "model_kernels0.c").read_text()
+    build = subprocess.run(
+        ["make", "-s", "-C", str(out), "check"], capture_output=True, text=True, timeout=600
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "sampled (seed 0, temperature 0.8): 32 tokens, the same as presk serve" in build.stdout
+    # Every point computes point zero's bits: the tokens of presk serve without the plan.
+    prompt = "a compiler: "
+    code, served, err = run_presk("serve", SERVE, *TINY, "--weights", weights, "--prompt",
+                                  prompt, "--tokens", "15", "--backend", "native", "--realize",
+                                  "f32", "--greedy")  # fmt: skip
+    assert code == 0, err
+    ran = subprocess.run(
+        [str(out / "run"), str(out / "weights.psk.d"), "-p", prompt, "-n", "15", "-g"],
+        capture_output=True,
+        text=True,
+    )
+    assert (ran.returncode, ran.stdout) == (0, served), ran.stderr
+
+
+def test_a_plan_naming_no_nest_of_the_generator_is_one_line(weights: str, tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"layout": {"Linear.apply/%3": {"tile": [2, 4]}, "nowhere/%9": {}}})
+    code, out, err = run_presk("export", SERVE, *TINY, "--target", "c", "--serve", "--weights",
+                               weights, "--plan", plan, "-o", str(tmp_path / "e"))  # fmt: skip
+    assert (code, out) == (1, "") and err.count("\n") == 1, err
+    assert "names `nowhere/%9`, which is no nest of `next_token` or `greedy_token`" in err
+    assert not (tmp_path / "e").exists()

@@ -7,6 +7,7 @@ checkpoints that `presk train --resume` continues to the bit. Bad input is one l
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -193,3 +194,48 @@ def test_a_directory_that_is_not_an_export_is_refused(tmp_path: Path) -> None:
     code, out, err = run_presk("export", TUTORIAL, "--target", "c", "--train", "-o", str(mine))
     assert (code, out) == (1, "") and one_line(err) and "is not a presk export" in err
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+# The step runs its forward pass once, so its forward dot is `Linear.apply.fwd`'s.
+PLAN = {"layout": {"Linear.apply.fwd/%3": {"tile": [2, 4], "lanes": 4}}}
+
+
+def _plan(tmp_path: Path, doc: object) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return f"@{path}"
+
+
+def test_a_plan_lays_out_the_step_and_keeps_its_bits(exported: Path, tmp_path: Path) -> None:
+    plan, out = _plan(tmp_path, PLAN), tmp_path / "planned"
+    summary = export(out, "--plan", plan)
+    assert summary.rstrip().endswith(f"20 steps with presk train --backend native --plan {plan}")
+    kernels = (out / "kernels.c").read_text()
+    assert "<v=" in kernels and kernels != (exported / "kernels.c").read_text()
+    assert "`Linear.apply.fwd/%3`" in (out / "README.md").read_text()
+    # Every point computes point zero's bits: the run `make check` repeats is the plain one.
+    for name in ("native.log", "final.psk.d"):
+        planned, plain = out / "conformance" / name, exported / "conformance" / name
+        assert planned.read_bytes() == plain.read_bytes(), name
+    done = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"are presk train --backend native --plan {plan}'s, byte for byte" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("layout", "needle"),
+    [
+        # The step has no `Linear.apply`: gradients run the forward pass as `….fwd`.
+        ({"Linear.apply/%3": {"tile": [2, 4]}}, "names `Linear.apply/%3`, which is no nest of"),
+        ({"Linear.apply.fwd/%3": {"tile": [2, 4], "lanes": 3}}, "E7002"),
+    ],
+)
+def test_a_plan_the_step_cannot_take_is_one_line(
+    tmp_path: Path, layout: object, needle: str
+) -> None:
+    plan = _plan(tmp_path, {"layout": layout})
+    code, out, err = run_presk("export", TUTORIAL, "--target", "c", "--train", "--plan", plan,
+                               "-o", str(tmp_path / "e"))  # fmt: skip
+    assert (code, out) == (1, "") and one_line(err) and needle in err, err
+    assert not (tmp_path / "e").exists()

@@ -157,13 +157,14 @@ def realization_of(spec: str) -> Realization | None:
         return None
 
 
-def plan_arg(parser: argparse.ArgumentParser) -> None:
+def plan_arg(parser: argparse.ArgumentParser, laid_out: str = "") -> None:
+    """`--plan @FILE`; `laid_out` says which nests it lays out, where a command has several."""
     parser.add_argument(
         "--plan",
         default=None,
         metavar="@FILE",
         help="a layout plan (JSON, as `presk plan` writes it): a layout per nest and a "
-        "realization; the same bits as without it, in another time",
+        "realization; the same bits as without it, in another time" + laid_out,
     )
 
 
@@ -334,11 +335,15 @@ def program_of(args: argparse.Namespace) -> CheckedProgram:
 
 @dataclass(frozen=True)
 class BlockExport:
-    """What an export of a block (`--train`, `--serve`) takes: a seed, a type, workers."""
+    """What an export of a block (`--train`, `--serve`) takes: a seed, a type, workers,
+    and `--plan`'s layouts (`plan` as the user gave it, None without one)."""
 
     seed: int
     realization: Realization
     threads: int
+    realize: str  # the realization as the user gave it, for banners
+    layouts: dict[str, Layout]
+    plan: str | None
 
 
 def block_export_flags(args: argparse.Namespace, flag: str, what: str) -> BlockExport | None:
@@ -350,10 +355,9 @@ def block_export_flags(args: argparse.Namespace, flag: str, what: str) -> BlockE
     if args.output is None:
         raise UsageError("-o DIR is required")
     seed = natural("--seed", args.seed or "0", 0, 2**64 - 1)
-    if getattr(args, "plan", None) is not None:
-        raise NotBuiltYet(f"--plan with {flag} (a plan lays out one entry's nests)")
-    realization = realization_of(args.realize or "f64")
-    if realization is None:
+    planned = planned_of(args)
+    if planned is None:
         return None
     threads = 1 if args.threads is None else natural("--threads", args.threads, 1, 1024)
-    return BlockExport(seed, realization, threads)
+    layouts = planned.plan.layouts
+    return BlockExport(seed, planned.realization, threads, planned.text, layouts, args.plan)

@@ -59,7 +59,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--name", default=None, help="--mode library: the library's NAME (default: the file's stem)"
     )
     realization_arg(export, "machine types")
-    plan_arg(export)
+    plan_arg(
+        export,
+        ". It lays out the entry's nests (--mode program, a library of one entry), the "
+        "training step's (--train) or the generation functions' (--serve)",
+    )
     export.add_argument(
         "--conformance-entry", default=None, help="--target pytorch: a conformance test of E"
     )
@@ -176,7 +180,6 @@ def _train(args: argparse.Namespace) -> int:
     flags = block_export_flags(args, "--train", "the run's own step")
     if flags is None:
         return 1
-    seed, realization, threads = flags.seed, flags.realization, flags.threads
     check_target(args.output)
     checked, _ = front_end(args.file, const_overrides(args.const))
     if not checked.trainings:
@@ -187,8 +190,8 @@ def _train(args: argparse.Namespace) -> int:
     available = epochs * batches.per_epoch
     total = batches.horizon(epochs, natural("--steps", args.steps, 1) if args.steps else None)
     request = CTrain(
-        checked, run, batches, args.file, realization, args.realize or "f64", threads, seed, total,
-        available, args.output,
+        checked, run, batches, args.file, flags.realization, flags.realize, flags.threads,
+        flags.seed, total, available, args.output, flags.layouts, flags.plan,
     )  # fmt: skip
     plan = plan_train(request)
     write_plan(plan, args.output, "--train")

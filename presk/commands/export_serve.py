@@ -13,10 +13,17 @@ import sys
 
 from presk.commands.common import block_export_flags, program_of
 from presk.diagnostics import UsageError, printable
+from presk.entries import Binding, Entry
 from presk.export.serve import CServe, plan_serve
 from presk.export.write import check_target, write_plan
+from presk.host.plan import PlanError
+from presk.host.realization import Realization
+from presk.kernel.layout import Layout
+from presk.pipeline import Request, run_back_end
 from presk.serve.generate import generate, native_step, prepare
+from presk.types.check import CheckedProgram
 from presk.types.scope import param_leaves
+from presk.types.values import ServeBlock
 
 CHECK_TOKENS = 32
 CHECK_TEMPERATURE = "0.8"
@@ -40,11 +47,13 @@ def export_serve(args: argparse.Namespace) -> int:
         raise UsageError("--prompt: empty (give at least one character)")
     context = served.dims[block.context]
     temperature = float(CHECK_TEMPERATURE)
+    planned = _planned(checked, block, served.dims, realization, flags.layouts)
 
     def tokens(greedy: bool) -> tuple[object, str]:
         step = native_step(
-            checked, block, served.dims, served.weights, realization, threads, greedy
-        )
+            checked, block, served.dims, served.weights, realization, threads, greedy,
+            planned[greedy],
+        )  # fmt: skip
         out = generate(step, prompt, CHECK_TOKENS, context, temperature, seed, greedy)
         text = "".join(vocab.decode(t) for t in [*prompt, *out]) + "\n"
         return step, text
@@ -70,7 +79,7 @@ def export_serve(args: argparse.Namespace) -> int:
         tuple((path, shapes[path]) for path in order),
         weights_bytes,
         args.file,
-        args.realize or "f64",
+        flags.realize,
         threads,
         args.output,
         tuple(prompt),
@@ -84,3 +93,39 @@ def export_serve(args: argparse.Namespace) -> int:
     write_plan(plan, args.output, "--serve")
     sys.stdout.write(plan.summary + "\n")
     return 0
+
+
+def _planned(
+    checked: CheckedProgram,
+    block: ServeBlock,
+    dims: dict[str, int],
+    realization: Realization,
+    layouts: dict[str, Layout],
+) -> dict[bool, dict[str, Layout]]:
+    """`--plan`'s points for the sampling function (False) and the greedy one (True).
+
+    Both call the model, so most sites are nests of both; a site of one only (the
+    sampler's division by the temperature) lays out that one. A site that is a nest of
+    neither is refused, as `presk run --plan` refuses it. Each function's sites are read
+    from its host program, recorded without compiling."""
+    functions = {False: block.generate, True: block.greedy}
+    if not layouts:
+        return {False: {}, True: {}}
+    planned: dict[bool, dict[str, Layout]] = {}
+    for greedy, info in functions.items():
+        if info is None:
+            continue
+        binding = Binding({**dims, block.batch: 1}, None)
+        request = Request(checked, Entry(info, info.name, {}), binding, realization)
+        host = run_back_end(request, until="record").host
+        assert host is not None
+        planned[greedy] = {site: layouts[site] for site in host.nests if site in layouts}
+    unused = sorted(set(layouts) - {site for mine in planned.values() for site in mine})
+    if unused:
+        names = " or ".join(f"`{info.name}`" for info in functions.values() if info is not None)
+        raise PlanError(
+            f"the plan names `{unused[0]}`, which is no nest of {names} at these dims "
+            "(sites are named as `presk dump --stage core` names them)"
+        )
+    planned.setdefault(True, {})
+    return planned

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from presk.export.c import ExportError, ExportPlan, arena_macro_of, entry_files
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HostProgram, HTensor
 from presk.host.realization import Realization
+from presk.kernel.layout import Layout
 from presk.names import c_string, comment
 from presk.train import checkpoint
 from presk.train.data import Batches
@@ -46,7 +48,8 @@ class CTrain:
     """What `export --target c --train` writes: a run, its data, how far and on what.
 
     `realize` names the realization as the user gave it; `total` is the trainer's default
-    horizon and `available` the most steps its epochs allow.
+    horizon and `available` the most steps its epochs allow. `layouts` are `--plan`'s, which
+    the step is compiled under (and the native check run under), `plan` the flag as given.
     """
 
     checked: CheckedProgram
@@ -60,6 +63,8 @@ class CTrain:
     total: int
     available: int
     directory: str
+    layouts: Mapping[str, Layout]
+    plan: str | None
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,7 @@ def plan_train(request: CTrain) -> ExportPlan:
     run, batches, dims = request.run, request.batches, request.batches.dims
     theta0 = initial_weights(run, dims, request.seed)
     stepper = NativeStepper(
-        request.checked, run, dims, theta0, request.realization, request.threads
+        request.checked, run, dims, theta0, request.realization, request.threads, request.layouts
     )
     unit, host = stepper.compiled.unit, stepper.compiled.host
     layout = _layout(unit, host, len(batches.paths))
@@ -273,8 +278,14 @@ def plan_train(request: CTrain) -> ExportPlan:
     files["Makefile"] = env.get_template("train/Makefile.j2").render(
         banner=make_comment(banner), openmp=openmp
     )
+    native = "presk train --backend native"
+    if request.plan is not None:
+        native += f" --plan {request.plan}"
     files["conformance/check.sh"] = env.get_template("train/check.sh.j2").render(
-        banner=sh_comment(banner), steps=steps
+        banner=sh_comment(banner),
+        steps=steps,
+        native_comment=sh_comment(native),
+        native_word=sh_word(f"{native}'s"),
     )
     every = run.checkpoint_every
     threads_note = (
@@ -298,6 +309,8 @@ def plan_train(request: CTrain) -> ExportPlan:
         + " DIR receives `step_N.psk.d`, `step_N.state.psk.d` and `step_N.json`, as "
         "`presk train` writes them (so `presk train --resume DIR` continues a run).",
         threads_note=threads_note,
+        native=markdown(native),
+        plan_note=_plan_note(request),
         seed=request.seed,
         data_note=markdown(f"a copy of {run.data.resolved}'s {samples.count} samples"),
     )
@@ -305,9 +318,20 @@ def plan_train(request: CTrain) -> ExportPlan:
         f"presk export: the training run of {run.model} ({host.launches} launches a step, "
         f"{request.total} steps of {batches.size} samples) into {request.directory}; "
         f"`make -C {sh_word(request.directory)} check` builds it and compares {steps} steps "
-        "with presk train --backend native"
+        f"with {native}"
     )
     return ExportPlan(files, summary)
+
+
+def _plan_note(request: CTrain) -> str:
+    """The README's word on `--plan`: which nests it lays out, and that the bits are kept."""
+    if not request.layouts:
+        return ""
+    sites = ", ".join(f"`{site}`" for site in sorted(request.layouts))
+    return " " + markdown(
+        f"The step's kernels are laid out by the plan {request.plan} ({sites}); every "
+        "layout computes the bits of the default one, so only the time differs."
+    )
 
 
 __all__ = ["CHECK_STEPS", "CTrain", "plan_train"]

@@ -9,7 +9,7 @@ gives the same tokens on every backend; greedy steps take no key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from presk.interp.reference import Interpreter, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import to_reference
 from presk.interp.tensor import Kind, Tensor
+from presk.kernel.layout import Layout
 from presk.pipeline import compile_entry, core_module
 from presk.serve.vocab import Vocabulary
 from presk.serve.vocab import load as load_vocab
@@ -138,7 +139,10 @@ def native_step(
     realization: Realization,
     threads: int,
     greedy: bool,
+    layouts: Mapping[str, Layout] | None = None,
 ) -> NativeStep:
+    """The generation function (or with `greedy` the greedy one) compiled at batch 1,
+    its nests laid out by `layouts` (a plan's, each naming a nest of it)."""
     binding = Binding({**dims, block.batch: 1}, None)
 
     def compiled(info: FnInfo) -> Any:
@@ -149,6 +153,7 @@ def native_step(
             realization,
             threads,
             banner=f"serve {info.name}",
+            layouts=layouts,
         )
 
     fn = block.greedy if greedy and block.greedy is not None else block.generate
