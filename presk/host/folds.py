@@ -99,23 +99,11 @@ class FoldRecording:
         x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
         fwd = self.rec.instance(forward, dims, [layer, x_at])
         back = self.rec.instance(vjp, dims, [layer, x_at, ct])
-        # The stacked adjoint: every leaf with its layer axis, written layer by layer.
-        d_stacked = self._outputs_like(stacked_like(back.result[0], layers))  # type: ignore[index]
-        cur, nxt = self._accumulators("g", ct)
         self.emit(h.Copy(xs.ptr, init.ptr, nbytes(init)))
         forward_step = self._call(fwd, [layer, x_at], x_next, layers - 1)
         self.emit(h.Fold(loop, layers, h.Order.ALL_BUT_LAST, (forward_step,)))
-        self.emit(h.Copy(cur, ct.ptr, nbytes(ct)))
-        back_step = self._call(
-            back,
-            [layer, x_at, HTensor(cur, ct.dtype, ct.axes)],
-            (layer_of(d_stacked, h.LoopVar(loop)), HTensor(nxt, ct.dtype, ct.axes)),
-            layers,
-        )
-        body = (back_step, h.Swap(ct.dtype, cur, nxt))
-        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, body))
-        self.rec.folds += 2
-        return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
+        self.rec.folds += 1
+        return _walk_back(self, back, loop, layers, [layer, x_at], ct)
 
     def fold_fwd(
         self: FoldHost,
@@ -169,15 +157,27 @@ class FoldRecording:
         x_at = layer_of(inputs, at)
         kept_at = layer_of(kept, at)
         back = self.rec.instance(bwd, dims, [layer, x_at, kept_at, ct])
-        d_stacked = self._outputs_like(stacked_like(back.result[0], layers))  # type: ignore[index]
-        cur, nxt = self._accumulators("g", ct)
-        self.emit(h.Copy(cur, ct.ptr, nbytes(ct)))
-        back_step = self._call(
-            back,
-            [layer, x_at, kept_at, HTensor(cur, ct.dtype, ct.axes)],
-            (layer_of(d_stacked, at), HTensor(nxt, ct.dtype, ct.axes)),
-            layers,
-        )
-        self.emit(h.Fold(loop, layers, h.Order.BACKWARD, (back_step, h.Swap(ct.dtype, cur, nxt))))
-        self.rec.folds += 1
-        return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
+        return _walk_back(self, back, loop, layers, [layer, x_at, kept_at], ct)
+
+
+def _walk_back(
+    body: FoldHost, back: Function, loop: str, layers: int, inputs: list[HValue], ct: HTensor
+) -> HValue:
+    """The layers from last to first, each `back` on `inputs` and the running cotangent.
+
+    Layer l of the stacked adjoint (every leaf with its layer axis) is written in
+    place; the cotangent passes between two accumulators.
+    """
+    at = h.LoopVar(loop)
+    d_stacked = body._outputs_like(stacked_like(back.result[0], layers))  # type: ignore[index]
+    cur, nxt = body._accumulators("g", ct)
+    body.emit(h.Copy(cur, ct.ptr, nbytes(ct)))
+    step = body._call(
+        back,
+        [*inputs, HTensor(cur, ct.dtype, ct.axes)],
+        (layer_of(d_stacked, at), HTensor(nxt, ct.dtype, ct.axes)),
+        layers,
+    )
+    body.emit(h.Fold(loop, layers, h.Order.BACKWARD, (step, h.Swap(ct.dtype, cur, nxt))))
+    body.rec.folds += 1
+    return (d_stacked, HTensor(cur, ct.dtype, ct.axes))
