@@ -28,8 +28,9 @@ demo: $(STAMP)
 	$(PRESK) check tutorial/02_norm.psk --summary
 	$(PRESK) run tutorial/02_norm.psk --entry 'RMSNorm{4}.apply' --dim batch=2 --digits 6
 
+# Two workers (a file's tests stay on one, so module fixtures are built once).
 test: $(STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n 2 --dist loadfile tests
 
 fuzz: $(STAMP)
 	PRESK_FUZZ_SCALE=$${PRESK_FUZZ_SCALE:-10} $(PY) -m pytest -q tests/test_fuzz.py tests/test_fuzz_commands.py
