@@ -143,11 +143,15 @@ def print_unit(
         *(f"in->{n}" for n, _, _ in inputs),
         *(f"out->{n}" for n, _, _ in outputs),
     ]
+    # An entry whose buffers are all its outputs' needs no arena (and `size < 0u` warns).
+    check = (
+        f"    if (arena->size < {host.arena_bytes}u) {{\n        return 1;\n    }}\n"
+        if host.arena_bytes
+        else ""
+    )
     entry_c = (
         f"int {symbol}(presk_arena *arena, const {symbol}_in *in, {symbol}_out *out) {{\n"
-        f"    if (arena->size < {host.arena_bytes}u) {{\n"
-        "        return 1;\n"
-        "    }\n"
+        f"{check}"
         f"    {host.entry.c_name}({', '.join(args)});\n"
         "    return 0;\n"
         "}\n"

@@ -27,6 +27,7 @@ from presk.elab.presburger import Lin
 from presk.elab.ty import Elem, Tensor, Type
 from presk.host import ir as h
 from presk.host.folds import FoldRecording
+from presk.host.frames import pack
 from presk.host.inplace import in_place, renamed
 from presk.host.ir import Axes, Function, HConst, HKey, HPending, HTensor, HTree, HValue
 from presk.host.plan import PlanError
@@ -276,6 +277,7 @@ class _Body(FoldRecording):
         self.body: list[h.Stmt] = []
         self.outputs: list[h.Param] = []
         self.frame = 0  # bytes of its own buffers so far
+        self.sizes: dict[str, int] = {}  # each buffer's bytes
         self.callee_frame = 0
         self.calls: list[tuple[Function, int]] = []
         self.result: HValue = ()
@@ -288,6 +290,7 @@ class _Body(FoldRecording):
 
     def finish(self, c_name: str, params: tuple[h.Param, ...]) -> Function:
         """The recorded instance: its own frame is known now, and so are its calls' frames."""
+        self.locals, self.frame = pack(self.locals, self.body, self.sizes)
         return Function(
             c_name,
             self.fn.name,
@@ -312,7 +315,8 @@ class _Body(FoldRecording):
         for _, s in axes:
             size *= s
         self.locals.append(h.Alloc(name, dtype, self.frame))
-        self.frame += _round(max(size, 1))
+        self.sizes[name] = _round(max(size, 1))
+        self.frame += self.sizes[name]
         return HTensor(name, dtype, axes)
 
     def axes_of(self, ty: Type) -> Axes:

@@ -51,7 +51,8 @@ def test_nodes_are_frozen_and_calls_sit_at_the_callers_frame_end(recorded: h.Fun
     assert len(calls) == 2 and all(c.frame == entry.frame for c in calls)
     assert entry.callee_frame == max(inst.frame_bytes for inst, _ in entry.calls)
     offsets = [d.offset for d in entry.locals if isinstance(d, h.Alloc)]
-    assert offsets == sorted(offsets) and all(o % 64 == 0 for o in offsets)
+    # Packed by lifetimes (host/frames.py): aligned, inside the frame, not in order.
+    assert all(o % 64 == 0 and o < entry.frame for o in offsets)
     assert any(isinstance(s, h.Site) and s.name == "s" for s in entry.body)
     text = printer.function_c(entry)
     assert f"(frame + {entry.frame}, threads," in text and "FRAME_END" not in text
