@@ -4,6 +4,12 @@ A sum adds its terms in increasing row-major order of the reduced axes,
 from 0; a maximum starts at the group's first element and keeps the first
 on ties; the adjoint of a maximum sends the cotangent to the first maximal
 element of each group, as the reference does.
+
+A sum that keeps its operand's last axis (a bias's gradient: dy summed over
+batch and seq) runs in lanes along that axis (`column_sums`): each lane is
+one output element, adding its terms from 0 in the same order, so the bits
+are the scalar form's (statement H: a lane is a different element, never a
+partial sum). The scalar form reads a column at a stride of a whole row.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import assert_never
 
+from presk.kernel import ir
 from presk.kernel.ir import (
     Bin,
     BinOp,
@@ -18,8 +25,12 @@ from presk.kernel.ir import (
     Cmp,
     CmpOp,
     Expr,
+    For,
+    IBin,
     IConst,
     If,
+    Index,
+    IntOp,
     IVar,
     Let,
     Load,
@@ -27,6 +38,7 @@ from presk.kernel.ir import (
     Stmt,
     Store,
     Var,
+    VecOp,
 )
 from presk.kernel.lower.base import (
     ONE,
@@ -40,6 +52,11 @@ from presk.kernel.lower.base import (
     c,
     nest,
 )
+from presk.kernel.lower.tiles import ELEMENT_BYTES, VECTOR_BYTES
+
+# Accumulators of a lane block of column sums: enough independent adds in flight to keep
+# both vector pipes busy, each row's loads a few whole cache lines.
+COLUMN_VECTORS = (8, 4, 2, 1)
 
 
 class Reduction(StrEnum):
@@ -76,6 +93,10 @@ def reduce(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     count = 1
     for s in red_sizes:
         count *= s
+    if kind is Reduction.SUM and names.tiles:
+        lanes = column_sums(x, out, vars_, kept, names)
+        if lanes is not None:
+            return lanes
     acc = names.scalar()
     load = Load(x, tuple(IVar(v) for v in vars_))
     result: Expr = Var(acc)
@@ -172,6 +193,10 @@ def sum_to(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     kept = [vars_[p] for p in positions]
     summed = [v for i, v in enumerate(vars_) if i not in positions]
     summed_sizes = [ct.shape[i] for i in range(len(vars_)) if i not in positions]
+    if names.tiles:
+        lanes = column_sums(ct, out, vars_, kept, names)
+        if lanes is not None:
+            return lanes
     acc = names.scalar()
     inner = nest(
         summed_sizes,
@@ -180,6 +205,69 @@ def sum_to(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     )
     body = (Let(acc, ZERO), *inner, Store(out, tuple(IVar(v) for v in kept), Var(acc)))
     return nest(list(out.shape), kept, body)
+
+
+def column_sums(
+    x: Buffer, out: Buffer, vars_: list[str], kept: list[str], names: Names
+) -> tuple[Stmt, ...] | None:
+    """`out[kept…] = Σ x[vars_…]` over the other variables, in lanes along x's last axis.
+
+    Taken when that axis is kept as out's last (the sums are columns) and
+    holds at least one vector: the kept loops before it stay outside, then
+    blocks of `vectors` × lanes columns, each an accumulator per vector from
+    0, adding rows in the scalar form's order; the columns past the last
+    whole vector take the scalar form. None where the form does not apply.
+    """
+    arith = ir.arith(x.dtype)
+    if arith not in ELEMENT_BYTES or not kept or kept[-1] != vars_[-1] or len(kept) == len(vars_):
+        return None
+    lanes = VECTOR_BYTES // ELEMENT_BYTES[arith]
+    columns = x.shape[-1]
+    if columns < lanes:
+        return None
+    vectors = next(v for v in COLUMN_VECTORS if columns % (v * lanes) == 0 or v == 1)
+    width = vectors * lanes
+    blocks, rest = divmod(columns, width)
+    outer = kept[:-1]
+    sizes = dict(zip(vars_, x.shape, strict=True))
+    summed = [v for v in vars_ if v not in kept]
+    jb = names.loop()
+    acc = [f"v{c}" for c in range(vectors)]
+
+    def at(column: Index) -> tuple[tuple[Index, ...], tuple[Index, ...]]:
+        """x's and out's index of the vector at `column` inside the loops."""
+        x_at = tuple(column if v == vars_[-1] else IVar(v) for v in vars_)
+        return x_at, tuple(column if v == vars_[-1] else IVar(v) for v in kept)
+
+    def column(c: int) -> Index:
+        return IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
+
+    step = tuple(
+        ir.VLet(
+            acc[c],
+            ir.VBin(VecOp.ADD, ir.VVar(acc[c], lanes), ir.VLoad(x, at(column(c))[0], lanes)),
+            lanes,
+        )
+        for c in range(vectors)
+    )
+    block = (
+        *(ir.VLet(a, ir.Splat(ZERO, lanes), lanes) for a in acc),
+        *nest([sizes[v] for v in summed], summed, step),
+        *(ir.VStore(out, at(column(c))[1], ir.VVar(acc[c], lanes)) for c in range(vectors)),
+    )
+    body: tuple[Stmt, ...] = (For(jb, blocks, block),)
+    if rest:
+        # The last columns one at a time, as the scalar form sums them.
+        j, s = names.loop(), names.scalar()
+        col = IBin(IntOp.ADD, IConst(blocks * width), IVar(j))
+        x_at, out_at = at(col)
+        inner = nest(
+            [sizes[v] for v in summed],
+            summed,
+            (Let(s, Bin(BinOp.ADD, Var(s), Load(x, x_at))),),
+        )
+        body = (*body, For(j, rest, (Let(s, ZERO), *inner, Store(out, out_at, Var(s)))))
+    return nest([sizes[v] for v in outer], outer, body)
 
 
 def fill(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
