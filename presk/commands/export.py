@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import gmpy2
-
 from presk.commands.common import (
     Chosen,
     Planned,
@@ -23,14 +21,16 @@ from presk.commands.common import (
     threads_of,
 )
 from presk.diagnostics import NotBuiltYet, UsageError, printable
+from presk.elab.ty import at_dims
 from presk.entries import concrete_type, natural
+from presk.export.budget import Choice, choice_of
 from presk.export.c import CExport, ExportPlan, export_banner, plan_export
 from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
 from presk.export.scop import plan_scop
 from presk.export.train import CTrain, plan_train
 from presk.export.write import check_target, write_plan
 from presk.host.realization import Realization
-from presk.interp.run import reference_inputs
+from presk.interp.synth import draw_inputs
 from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
 from presk.train.data import load as load_data
 from presk.types.check import CheckedProgram
@@ -88,6 +88,17 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--vocab", default=None, help="--serve: a vocabulary other than the block's"
     )
     export.add_argument("--threads", default=None, help="workers of split launches (default 1)")
+    export.add_argument(
+        "--reference",
+        action="store_true",
+        help="compute the exact reference (conformance/) even where its estimated cost is "
+        "over the budget (PRESK_REFERENCE_BUDGET scalar operations, default 2.5e8)",
+    )
+    export.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="--target c: never compute the exact reference (make check compares natively)",
+    )
     export.add_argument("-o", dest="output", default=None, metavar="DIR", help="the directory")
     export.set_defaults(handler=main)
 
@@ -105,7 +116,9 @@ def _refuse(args: argparse.Namespace, flags: tuple[str, ...], of: str) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    reference = choice_of(args.reference, args.no_reference)
     if args.target in ("pytorch", "onnx"):
+        _refuse(args, ("--no-reference",), "--target c (a conformance test needs the reference)")
         _refuse(args, ("--steps", "--epochs"), "--train --target c")
         # PyTorch's --serve (serve.py) takes --weights and --vocab; only C's takes --prompt.
         c_only: tuple[str, ...] = ("--serve", "--weights", "--prompt", "--vocab")
@@ -129,6 +142,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.target not in TARGETS:
         raise UsageError(f"--target {args.target}: expected c, pytorch or onnx")
     refuse_later_flags(args)
+    if reference is not Choice.AUTO and (args.train or args.serve or args.mode != "program"):
+        raise UsageError(f"{reference.value}: only --mode program computes the exact reference")
     if args.train:
         return _train(args)
     if args.serve:
@@ -167,8 +182,10 @@ def _export(args: argparse.Namespace) -> int:
     if args.mode == "scop":
         plan = _scop(args, chosen, realization)
     else:
-        plan = _program(args, chosen, planned, threads)
+        plan = _program(args, chosen, planned, threads, reference)
     write_plan(plan, args.output, chosen.entry.text)
+    for note in plan.notes:
+        sys.stderr.write(note + "\n")
     sys.stdout.write(plan.summary + "\n")
     return 0
 
@@ -209,7 +226,7 @@ def _scop(args: argparse.Namespace, chosen: Chosen, realization: Realization) ->
 
 
 def _program(
-    args: argparse.Namespace, chosen: Chosen, planned: Planned, threads: int
+    args: argparse.Namespace, chosen: Chosen, planned: Planned, threads: int, reference: Choice
 ) -> ExportPlan:
     info, dims, prefix = chosen.entry.info, chosen.binding.dims, chosen.binding.shown_prefix
     compiled = compile_entry(
@@ -222,8 +239,8 @@ def _program(
         layouts=planned.plan.layouts,
         machine_threads=threads_of(args.threads),
     )
-    with gmpy2.context(precision=256):
-        inputs = reference_inputs(info, dims, chosen.binding.prefix, 0)
+    # Drawn as host arrays: the reference, if it runs, makes them exact (plan_export).
+    inputs = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
     assert info.ret is not None
     input_type = "(" + ", ".join(concrete_type(t, dims, prefix) for _, t, _ in info.params) + ")"
     return plan_export(
@@ -235,11 +252,14 @@ def _program(
             args.file,
             dims,
             inputs,
+            [at_dims(ty, dims) for _, ty, _ in info.params],
+            chosen.binding.prefix,
             input_type,
             concrete_type(info.ret, dims, prefix),
             args.realize,
             threads,
             args.output,
+            reference,
         )
     )
 

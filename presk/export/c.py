@@ -6,6 +6,12 @@ directory with a `main.c`, the runtime, the libm, a Makefile, a README for
 this program, and `conformance/`: the inputs `presk run` would synthesize,
 the native backend's outputs and the exact reference's. `make check`
 compares the program's outputs with the native backend's byte for byte.
+
+The inputs are drawn as host arrays (`draw_inputs`) and reach the native
+backend as they are; only when the reference runs are they turned into
+256-bit values. Whether it runs is `budget.decide`'s: above the budget of
+estimated operations the export writes no `reference.psk.d`, and its
+`check.sh` and README say the reference is absent.
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from presk.backends.native import CompiledEntry
 from presk.cgen.program import Unit, _env
 from presk.core import ir
 from presk.dtypes import Dtype
+from presk.elab.ty import Type
+from presk.export.budget import Choice, decide
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HKey, HTensor
 from presk.interp import rng
 from presk.interp.reference import Tree, Value
 from presk.interp.run import reference_interpreter
-from presk.interp.tensor import Tensor
+from presk.interp.synth import HostValue, to_reference
+from presk.interp.tensor import Axis, Tensor
 from presk.names import c_string
 
 DTYPE_CODE = {str(d): d.code for d in Dtype}
@@ -50,10 +59,14 @@ class ExportError(Exception):
 
 @dataclass
 class ExportPlan:
-    """What an export writes, computed before any file is touched."""
+    """What an export writes, computed before any file is touched.
+
+    `notes` are lines the command prints to stderr before the summary (a skipped reference).
+    """
 
     files: dict[str, str | bytes]
     summary: str
+    notes: tuple[str, ...] = ()
 
 
 def _leaf_path(path: str) -> str:
@@ -77,7 +90,7 @@ def _data_file(type_text: str, leaves: list[tuple[str, str, tuple[int, ...], np.
 
 
 def _input_leaves(
-    compiled: CompiledEntry, inputs: list[Value]
+    compiled: CompiledEntry, inputs: list[HostValue]
 ) -> list[tuple[str, str, tuple[int, ...], np.ndarray]]:
     """The entry's input buffers as the export's data file holds them (keys as i64[2])."""
     out: list[tuple[str, str, tuple[int, ...], np.ndarray]] = []
@@ -119,7 +132,9 @@ def _reference_leaves(result: Value) -> list[np.ndarray]:
 class CExport:
     """What `export --target c` writes: a compiled entry, its inputs and where it came from.
 
-    `realize` names the realization as the user gave it (a type, or `@FILE`).
+    `inputs` are drawn host values (`draw_inputs`) of the concrete `types`;
+    `realize` names the realization as the user gave it (a type, or `@FILE`);
+    `reference` says whether the exact reference runs (by default, by the budget).
     """
 
     compiled: CompiledEntry
@@ -128,12 +143,15 @@ class CExport:
     entry_text: str
     source: str
     dims: dict[str, int]
-    inputs: list[Value]
+    inputs: list[HostValue]
+    types: list[Type]
+    prefix: tuple[Axis, ...] | None
     input_type: str
     output_type: str
     realize: str
     threads: int
     directory: str
+    reference: Choice = Choice.AUTO
 
 
 def export_banner(source: str, entry_text: str, dims: dict[str, int], realize: str) -> str:
@@ -150,8 +168,8 @@ def plan_export(request: CExport) -> ExportPlan:
     dtype, threads, directory = request.realize, request.threads, request.directory
     unit, host = compiled.unit, compiled.host
     native_out = [a.copy() for a in compiled.raw(inputs)]
-    with gmpy2.context(precision=256):
-        reference = reference_interpreter(request.module).call(request.entry_name, dims, inputs)
+    verdict = decide(host, request.reference, entry_text)
+    reference = _reference(request) if verdict.run else None
     env = _env()
     banner_c = unit.banner
     symbol = unit.symbol
@@ -219,7 +237,7 @@ def plan_export(request: CExport) -> ExportPlan:
         banner=make_comment(banner_c), openmp=openmp
     )
     files["conformance/check.sh"] = env.get_template("check.sh.j2").render(
-        banner=sh_comment(banner_c)
+        banner=sh_comment(banner_c), reference=reference is not None
     )
     in_lines = []
     for field, _, leaf in unit.inputs:
@@ -253,6 +271,7 @@ def plan_export(request: CExport) -> ExportPlan:
         inputs=[markdown(line) for line in in_lines],
         outputs=[markdown(line) for line in out_lines],
         threads_note=threads_note,
+        reference=reference is not None,
     )
     in_leaves = _input_leaves(compiled, inputs)
     files["conformance/inputs.psk.d"] = _data_file(
@@ -263,12 +282,13 @@ def plan_export(request: CExport) -> ExportPlan:
         for i, (_, _, leaf) in enumerate(unit.outputs)
     ]
     files["conformance/native.psk.d"] = _data_file(output_type, out_leaves)
-    ref = _reference_leaves(reference)
-    ref_leaves = [
-        (path, "f64" if a.dtype == np.float64 else "i64", shape, a)
-        for (path, _, shape, _), a in zip(out_leaves, ref, strict=True)
-    ]
-    files["conformance/reference.psk.d"] = _data_file(output_type, ref_leaves)
+    if reference is not None:
+        ref = _reference_leaves(reference)
+        ref_leaves = [
+            (path, "f64" if a.dtype == np.float64 else "i64", shape, a)
+            for (path, _, shape, _), a in zip(out_leaves, ref, strict=True)
+        ]
+        files["conformance/reference.psk.d"] = _data_file(output_type, ref_leaves)
     functions = len(host.functions) - 1
     split = f"{host.dead} dead, " + (
         f"{host.splits} of them divided among up to {threads} threads"
@@ -284,7 +304,19 @@ def plan_export(request: CExport) -> ExportPlan:
         f"({host.entry.bytes_unreleased} without reuse), into {directory}; "
         f"`make -C {sh_word(directory)} check` builds it and compares it with the native backend"
     )
-    return ExportPlan(files, summary)
+    notes = () if verdict.note is None else (f"presk export: {verdict.note}",)
+    return ExportPlan(files, summary, notes)
+
+
+def _reference(request: CExport) -> Value:
+    """The exact reference's result at 256 bits, on the drawn inputs made exact."""
+    dims, prefix = request.dims, request.prefix
+    with gmpy2.context(precision=256):
+        values = [
+            to_reference(value, ty, dims, prefix)
+            for value, ty in zip(request.inputs, request.types, strict=True)
+        ]
+        return reference_interpreter(request.module).call(request.entry_name, dims, values)
 
 
 def arena_macro_of(unit: Unit) -> str:
