@@ -61,10 +61,11 @@ def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
             f"(depth {loop} holds something other than one loop)"
         )
     outputs = {b.index for b in kernel.outputs}
+    bounds = loop_bounds(kernel.body)
     accesses: list[ir.Store | ir.VStore | ir.Load | ir.VLoad] = list(_stores(loop.body))
     accesses += [a for a in _loads(loop.body) if a.buffer.index in outputs]
     for access in accesses:
-        if access.buffer.index in outputs and not _owned(access, loop.var):
+        if access.buffer.index in outputs and not _owned(access, loop.var, bounds):
             return (
                 f"a split at depth {depth}: loop {loop.var} is not parallel (two of its "
                 "iterations reach one output element, as a loop over blocks of K or along "
@@ -75,7 +76,9 @@ def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
     return None
 
 
-def _owned(access: ir.Store | ir.VStore | ir.Load | ir.VLoad, var: str) -> bool:
+def _owned(
+    access: ir.Store | ir.VStore | ir.Load | ir.VLoad, var: str, bounds: dict[str, int]
+) -> bool:
     """Whether some index of the access gives each value of `var` its own elements; a
     vector's lanes run along the last index only."""
     lanes = 1
@@ -85,7 +88,7 @@ def _owned(access: ir.Store | ir.VStore | ir.Load | ir.VLoad, var: str) -> bool:
         lanes = vector_lanes(access.value)
     last = len(access.index) - 1
     return any(
-        _owns(index, var, lanes if position == last else 1)
+        _owns(index, var, lanes if position == last else 1, bounds)
         for position, index in enumerate(access.index)
     )
 
@@ -148,31 +151,65 @@ def splittable(kernel: ir.Kernel) -> bool:
     if loop.bound < 2 or _work(kernel.body) < WORK_THRESHOLD:
         return False
     outputs = {b.index for b in kernel.outputs}
+    bounds = loop_bounds(kernel.body)
     stores = _stores(loop.body)
     return bool(stores) and all(
-        s.buffer.index in outputs and any(_owns(i, loop.var, _width(s)) for i in s.index)
-        for s in stores
+        s.buffer.index in outputs and _owned(s, loop.var, bounds) for s in stores
     )
 
 
-def _width(store: ir.Store | ir.VStore) -> int:
-    """Elements a store writes along its last index (lanes for a vector store)."""
-    if isinstance(store, ir.VStore):
-        return vector_lanes(store.value)
-    return 1
-
-
-def _owns(index: ir.Index, var: str, width: int) -> bool:
+def _owns(index: ir.Index, var: str, width: int, bounds: dict[str, int]) -> bool:
     """Whether distinct values of `var` give disjoint elements along this index.
 
-    True for `var` itself, and for `var * w + c` with 0 <= c and c + width <= w
-    (a tile's column block): no two iterations of the loop write one element.
+    True for `var` itself, and for `var * w + e` where e does not name `var`
+    and stays in [0, w - width] over the loops' bounds (a tile's column
+    block, a row of a chunk of rows): no two iterations touch one element.
     """
     if index == ir.IVar(var):
         return True  # a scalar or vector store at a position only this iteration names
     match index:
-        case ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)), ir.IConst(c)):
-            return v == var and c >= 0 and c + width <= w
+        case ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)), rest):
+            span = _span(rest, bounds, var)
+            return v == var and span is not None and span[0] >= 0 and span[1] + width <= w
         case ir.IBin(ir.IntOp.MUL, ir.IVar(v), ir.IConst(w)):
             return v == var and width <= w
     return False
+
+
+def _span(index: ir.Index, bounds: dict[str, int], var: str) -> tuple[int, int] | None:
+    """The least and greatest values of an index over the loops' bounds; None if it names
+    `var` or is not a sum of multiples of loop variables and constants."""
+    match index:
+        case ir.IConst(value):
+            return (value, value)
+        case ir.IVar(name):
+            return None if name == var or name not in bounds else (0, bounds[name] - 1)
+        case ir.IBin(ir.IntOp.ADD, left, right):
+            a, b = _span(left, bounds, var), _span(right, bounds, var)
+            return None if a is None or b is None else (a[0] + b[0], a[1] + b[1])
+        case ir.IBin(ir.IntOp.MUL, left, ir.IConst(c)) if c >= 0:
+            a = _span(left, bounds, var)
+            return None if a is None else (a[0] * c, a[1] * c)
+    return None
+
+
+def loop_bounds(body: tuple[ir.Stmt, ...]) -> dict[str, int]:
+    """Each loop variable's trip count (the largest, where one name bounds several loops)."""
+    out: dict[str, int] = {}
+    for s in body:
+        match s:
+            case ir.For(var, bound, inner):
+                out[var] = max(out.get(var, 0), bound)
+                for name, b in loop_bounds(inner).items():
+                    out[name] = max(out.get(name, 0), b)
+            case ir.If(_, then, other):
+                for name, b in (loop_bounds(then) | loop_bounds(other)).items():
+                    out[name] = max(out.get(name, 0), b)
+            case ir.Scratch(_, inner):
+                for name, b in loop_bounds(inner).items():
+                    out[name] = max(out.get(name, 0), b)
+            case ir.Let() | ir.Random() | ir.VLet() | ir.Store() | ir.VStore():
+                pass
+            case _:
+                assert_never(s)
+    return out

@@ -18,6 +18,12 @@ Edges keep those bits too: the last block of K may be short, the last row
 tile (of twelve rows, as the forward
 dot's) has fewer rows, and columns past the last whole panel take the
 row-wise sum itself. Narrower than one vector, a product stays row-wise.
+
+Where A is read by columns (`dot_vjp_r`'s x[k, i]: a step in k jumps a
+whole row of x, a page apart for wide layers), the rows come in chunks and
+each chunk's block of A is copied once into a second panel, then read by
+every panel of columns (`_Form.by_chunks`): the loop over blocks of K moves
+outside the one over panels, which changes no output element's order.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ class Product:
     out_at: Callable[[Index, Index], tuple[Index, ...]] = lambda i, j: (i, j)
     batch: tuple[tuple[str, int], ...] = ()  # loops around the product: (variable, size)
     swapped: bool = False  # the source writes each term b(k, j)·a(i, k)
+    a_by_columns: bool = False  # a(i, k) and a(i + 1, k) are adjacent in memory
 
 
 def view(buffer: Buffer, cut: int) -> Buffer:
@@ -135,6 +142,7 @@ def vjp_r_product(a: Buffer, ct: Buffer, out: Buffer) -> Product:
         b=lambda l, j: Load(dy, (l, j)),
         b_vector=lambda l, j, lanes: ir.VLoad(dy, (l, j), lanes),
         out=dw,
+        a_by_columns=True,
     )
 
 
@@ -196,6 +204,7 @@ def ein_product(
         out_at=lambda i, j: at(out_names, {i_name: i, j_name: j}),
         batch=tuple((var[n], size[n]) for n in batch),
         swapped=swapped,
+        a_by_columns=a_names[-1] == i_name,
     )
 
 
@@ -264,15 +273,35 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
         Buffer(scratch, arith, ((None, kc), (None, width))),
         Buffer(scratch + 1, arith, ((None, mc), (None, width))) if carried else None,
     )
-    body = blocked(names, p.m, mc, form.chunk)
-    if form.sums is not None:
-        body = (ir.Scratch(form.sums, body),)
-    main: tuple[Stmt, ...] = (For(form.jb, panels, (ir.Scratch(form.panel, body),)),)
+    chunk = _chunk_rows(p.m) if p.a_by_columns and not carried else None
+    main: tuple[Stmt, ...]
+    if chunk is not None:
+        a_panel = Buffer(scratch + 1, arith, ((None, kc), (None, chunk)))
+        main = form.by_chunks(a_panel, panels)
+    else:
+        body = blocked(names, p.m, mc, form.chunk)
+        if form.sums is not None:
+            body = (ir.Scratch(form.sums, body),)
+        main = (For(form.jb, panels, (ir.Scratch(form.panel, body),)),)
     if p.n % width:
         main = (*main, *_row_wise_columns(p, names, panels * width))
     for var, bound in reversed(p.batch):
         main = (For(var, bound, main),)
     return main
+
+
+# A chunk of rows whose block of A is copied once for every panel: this many row tiles.
+CHUNK_TILES = (8, 6, 4)
+
+
+def _chunk_rows(m: int) -> int | None:
+    """The rows of a chunk that divides `m` at least twice (the chunks' loop is split), or
+    None where no chunk does."""
+    for tiles in CHUNK_TILES:
+        rows = tiles * TILE_ROWS
+        if m % rows == 0 and m >= 2 * rows:
+            return rows
+    return None
 
 
 @dataclass(frozen=True)
@@ -310,6 +339,32 @@ class _Form:
 
         return blocked(self.names, self.p.k, self.panel.shape[0], block)
 
+    def by_chunks(self, a_panel: Buffer, panels: int) -> tuple[Stmt, ...]:
+        """Chunks of rows (the outer, split loop), each over the blocks of K: the chunk's
+        block of A is copied to `a_panel`, then each panel of B is copied and every row
+        tile of the chunk runs over both."""
+        names, rows = self.names, a_panel.shape[1]
+        ic = names.loop()
+        m0 = IBin(IntOp.MUL, IVar(ic), IConst(rows))
+
+        def block(k0: Index, kn: int, first: Cond, last: Cond) -> tuple[Stmt, ...]:
+            def tile(r0: Index, n: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
+                rows_ = [_plus(r0, IConst(r)) for r in range(n)]
+                return self.tile(m0, rows_, k0, kn, first, last, a_panel)
+
+            kp, r = names.loop(), names.loop()
+            copy = Store(
+                a_panel, (IVar(kp), IVar(r)), self.p.a(_plus(m0, IVar(r)), _plus(k0, IVar(kp)))
+            )
+            panel = (self.pack(k0, kn), *blocked(names, rows, TILE_ROWS, tile))
+            return (
+                For(kp, kn, (For(r, rows, (copy,)),)),
+                For(self.jb, panels, (ir.Scratch(self.panel, panel),)),
+            )
+
+        body = blocked(names, self.p.k, self.panel.shape[0], block)
+        return (For(ic, self.p.m // rows, (ir.Scratch(a_panel, body),)),)
+
     def pack(self, k0: Index, kn: int) -> Stmt:
         """Copy b(k0 + kp, panel columns) into the panel for kp < kn."""
         p, lanes, kp = self.p, self.lanes, self.names.loop()
@@ -331,9 +386,17 @@ class _Form:
         return For(jp, width, (For(kp, kn, (copy,)),))
 
     def tile(
-        self, m0: Index, rows: list[Index], k0: Index, kn: int, first: Cond, last: Cond
+        self,
+        m0: Index,
+        rows: list[Index],
+        k0: Index,
+        kn: int,
+        first: Cond,
+        last: Cond,
+        a_panel: Buffer | None = None,
     ) -> tuple[Stmt, ...]:
-        """A register tile of rows m0 + rows[r] over the block of K at `k0`."""
+        """A register tile of rows m0 + rows[r] over the block of K at `k0`, reading A
+        from `a_panel` (its rows[r], the block's k) where a chunk's A is copied there."""
         lanes, k = self.lanes, self.names.loop()
         grid = [(r, c) for r in range(len(rows)) for c in range(self.vectors)]
         acc = [[f"v{r * self.vectors + c}" for c in range(self.vectors)] for r in range(len(rows))]
@@ -354,7 +417,10 @@ class _Form:
         )
         keep = vectors(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
         final = vectors(lambda r, c: ir.VStore(self.p.out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
-        a_rows = [self.p.a(_plus(m0, i), _plus(k0, IVar(k))) for i in rows]
+        if a_panel is None:
+            a_rows = [self.p.a(_plus(m0, i), _plus(k0, IVar(k))) for i in rows]
+        else:
+            a_rows = [Load(a_panel, (IVar(k), i)) for i in rows]
         b_vectors = [
             ir.VLoad(self.panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(self.vectors)
         ]
