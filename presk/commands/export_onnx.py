@@ -15,6 +15,7 @@ from pathlib import Path
 from presk.commands.common import choose_entry, const_overrides
 from presk.commands.export_pytorch import conformance_case
 from presk.diagnostics import UsageError, printable
+from presk.export.budget import Choice, choice_of
 from presk.export.c import ExportPlan
 from presk.export.onnx import (
     OPSET,
@@ -68,7 +69,7 @@ def export_onnx(args: argparse.Namespace) -> int:
         sys.stderr.write(f"presk export: cannot export {text} to ONNX: {reason}\n")
         return 2
     try:
-        made = _files(checked, text, args.dim)
+        made = _files(checked, text, args.dim, choice_of(args.reference, args.no_reference))
     except Unsupported as error:
         sys.stderr.write(f"presk export: cannot export {text} to ONNX yet: {error}\n")
         return 2
@@ -83,11 +84,11 @@ def export_onnx(args: argparse.Namespace) -> int:
 
 
 def _files(
-    checked: CheckedProgram, text: str, dims: list[str]
+    checked: CheckedProgram, text: str, dims: list[str], reference: Choice
 ) -> tuple[dict[str, str | bytes], str] | None:
     """model.onnx, its test and the reference's documents, with the graph's dtype in words
     (None: the failure is said)."""
-    conformance, inputs, expected = conformance_case(checked, text, dims)
+    conformance, inputs, expected = conformance_case(checked, text, dims, reference)
     count = outputs(expected["output"])
     if count is None:
         sys.stderr.write(f"presk export: cannot export {text} to ONNX: its result is θ\n")

@@ -14,10 +14,11 @@ import gmpy2
 
 from presk.commands.common import choose_entry, const_overrides
 from presk.commands.run import to_json
-from presk.diagnostics import UsageError, printable
+from presk.diagnostics import CommandError, UsageError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import SCALAR, Instance, Params, Type, subst
 from presk.entries import natural
+from presk.export.budget import Choice, choice_of, decide, entry_ops, over_budget
 from presk.export.c import ExportPlan
 from presk.export.pytorch.body import Options
 from presk.export.pytorch.conformance import Conformance, test_file
@@ -54,6 +55,9 @@ def export_pytorch(args: argparse.Namespace) -> int:
     if args.conformance_entry is None and args.dim:
         raise UsageError("--dim binds the dimensions of --conformance-entry: give one")
     steps = _train_steps(args.conformance_entry)
+    reference = choice_of(args.reference, args.no_reference)
+    if reference is not Choice.AUTO and args.conformance_entry is None:
+        raise UsageError(f"{reference.value}: only --conformance-entry computes the reference")
     if steps is not None and args.dim:
         raise UsageError("--dim: a training run's dimensions come from its data file")
     _serve_flags(args)
@@ -76,9 +80,10 @@ def export_pytorch(args: argparse.Namespace) -> int:
             files.update(serve_files(*served))
         elif args.train or steps is not None:
             seed = natural("--seed", args.seed, 0) if args.seed else 0
-            files.update(train_files(checked, checked.trainings[0], seed, steps))
+            force = reference is Choice.FORCE
+            files.update(train_files(checked, checked.trainings[0], seed, steps, force))
         elif args.conformance_entry is not None:
-            files.update(_conformance(checked, args.conformance_entry, args.dim))
+            files.update(_conformance(checked, args.conformance_entry, args.dim, reference))
     except Unsupported as error:
         sys.stderr.write(f"presk export: cannot export to PyTorch yet: {error}\n")
         return 2
@@ -113,8 +118,10 @@ def _train_steps(entry: str | None) -> int | None:
     return int(count)
 
 
-def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[str, str | bytes]:
-    conformance, inputs, expected = conformance_case(checked, text, dims)
+def _conformance(
+    checked: CheckedProgram, text: str, dims: list[str], reference: Choice
+) -> dict[str, str | bytes]:
+    conformance, inputs, expected = conformance_case(checked, text, dims, reference)
     return {
         "test_conformance.py": test_file(conformance),
         "conformance/inputs.json": _json(inputs),
@@ -123,12 +130,21 @@ def _conformance(checked: CheckedProgram, text: str, dims: list[str]) -> dict[st
 
 
 def conformance_case(
-    checked: CheckedProgram, text: str, dims: list[str]
+    checked: CheckedProgram, text: str, dims: list[str], reference: Choice = Choice.AUTO
 ) -> tuple[Conformance, dict[str, object], dict[str, object]]:
     """The entry's call as the test makes it, with inputs.json's and expected.json's
-    documents (the inputs `presk run` synthesizes and the 256-bit reference's result)."""
+    documents (the inputs `presk run` synthesizes and the 256-bit reference's result).
+
+    A reference estimated over the budget (export/budget.py) is refused, nothing
+    computed, unless `reference` forces it: the test is nothing without it."""
     chosen = choose_entry(checked, text, dims)
     info, binding = chosen.entry.info, chosen.binding
+    verdict = decide(lambda: entry_ops(checked, chosen.entry, binding), reference, text)
+    if not verdict.run:
+        raise CommandError(
+            f"the conformance test of `{text}` needs its exact reference: "
+            + over_budget(verdict.ops, verdict.budget)
+        )
     named = [(name, ty) for name, ty, _ in info.params]
     run = next((r for r in checked.trainings if info in (r.rate, r.update, r.step)), None)
     with gmpy2.context(precision=256):

@@ -23,14 +23,20 @@ always.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import assert_never
 
-from presk.diagnostics import UsageError
+from presk.diagnostics import NotBuiltYet, UsageError
+from presk.entries import Binding, Entry
 from presk.host import ir as h
 from presk.host.program import HostProgram
+from presk.host.realization import Realization, RealizationError
+from presk.host.values import HostError
 from presk.kernel import ir as k
+from presk.pipeline import Request, run_back_end
+from presk.types.check import CheckedProgram
 
 # About a minute of the reference on one core (it does some 4·10^6 operations a second):
 # `make c-conformance`'s largest export, attention at B = 16, T = 256, is 1.3·10^8; the
@@ -75,20 +81,38 @@ def choice_of(force: bool, skip: bool) -> Choice:
     return Choice.FORCE if force else Choice.SKIP if skip else Choice.AUTO
 
 
-def decide(host: HostProgram, choice: Choice, entry_text: str) -> Verdict:
-    """Whether to run the reference of `entry_text` whose native program is `host`."""
+def decide(estimate: Callable[[], int | None], choice: Choice, entry_text: str) -> Verdict:
+    """Whether to run the reference of `entry_text`; `estimate` is called unless skipped
+    (None: no estimate, as for an entry the native backend cannot record, which runs)."""
     limit = budget()
     if choice is Choice.SKIP:
-        return Verdict(False, 0, limit, f"the exact reference of `{entry_text}` is skipped "
-                       "(--no-reference)")  # fmt: skip
-    ops = reference_ops(host)
-    if choice is Choice.FORCE or ops <= limit:
-        return Verdict(True, ops, limit, None)
-    note = (
-        f"the exact reference of `{entry_text}` is skipped: about {ops:.3g} scalar operations "
-        f"estimated, over the budget of {limit:.3g} ({BUDGET_VARIABLE}); --reference computes it"
+        note = f"the exact reference of `{entry_text}` is skipped (--no-reference)"
+        return Verdict(False, 0, limit, note)
+    ops = estimate()
+    if choice is Choice.FORCE or ops is None or ops <= limit:
+        return Verdict(True, ops or 0, limit, None)
+    return Verdict(False, ops, limit, f"the exact reference of `{entry_text}` is skipped: "
+                   + over_budget(ops, limit))  # fmt: skip
+
+
+def over_budget(ops: int, limit: int) -> str:
+    """The words for an estimate over the budget, with the flag that forces the reference."""
+    return (
+        f"about {ops:.3g} scalar operations estimated, over the budget of {limit:.3g} "
+        f"({BUDGET_VARIABLE}); --reference computes it"
     )
-    return Verdict(False, ops, limit, note)
+
+
+def entry_ops(checked: CheckedProgram, entry: Entry, binding: Binding) -> int | None:
+    """The estimate for an entry no export compiled: its host program recorded in f64
+    (no C is printed or built); None where the native backend cannot record it."""
+    request = Request(checked, entry, binding, Realization("f64"), tiles=False)
+    try:
+        host = run_back_end(request, until="record").host
+    except (HostError, NotBuiltYet, RealizationError):
+        return None
+    assert host is not None
+    return reference_ops(host)
 
 
 def reference_ops(host: HostProgram) -> int:
@@ -200,5 +224,7 @@ __all__ = [
     "budget",
     "choice_of",
     "decide",
+    "entry_ops",
+    "over_budget",
     "reference_ops",
 ]

@@ -30,7 +30,7 @@ from presk.cgen.program import Unit, _env
 from presk.core import ir
 from presk.dtypes import Dtype
 from presk.elab.ty import Type
-from presk.export.budget import Choice, decide
+from presk.export.budget import Choice, decide, reference_ops
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HKey, HTensor
 from presk.interp import rng
@@ -168,7 +168,7 @@ def plan_export(request: CExport) -> ExportPlan:
     dtype, threads, directory = request.realize, request.threads, request.directory
     unit, host = compiled.unit, compiled.host
     native_out = [a.copy() for a in compiled.raw(inputs)]
-    verdict = decide(host, request.reference, entry_text)
+    verdict = decide(lambda: reference_ops(host), request.reference, entry_text)
     reference = _reference(request) if verdict.run else None
     env = _env()
     banner_c = unit.banner

@@ -23,6 +23,8 @@ from presk.data import samples as store
 from presk.data.format import tensor_types
 from presk.diagnostics import CommandError
 from presk.elab.ty import Elem, Instance, Params, TupleT, Type, dims_env, subst
+from presk.entries import Binding, Entry
+from presk.export.budget import budget, entry_ops, over_budget
 from presk.export.pytorch.conformance import parameter_paths
 from presk.export.pytorch.draws import constructor_args
 from presk.export.pytorch.layout import Unsupported
@@ -43,9 +45,14 @@ OWN_FILES = ("presk_run.py", "train.py", "pskd.py")
 
 
 def train_files(
-    checked: CheckedProgram, run: TrainingRun, seed: int, steps: int | None
+    checked: CheckedProgram,
+    run: TrainingRun,
+    seed: int,
+    steps: int | None,
+    force: bool = False,
 ) -> dict[str, str | bytes]:
-    """The loop's files; with `steps` (train:K) the K-step conformance test too."""
+    """The loop's files; with `steps` (train:K) the K-step conformance test too, refused
+    when K reference steps are estimated over the budget unless `force` (`--reference`)."""
     batches = load_data(run)
     dims = batches.dims
     env = dims_env(dims)
@@ -95,6 +102,8 @@ def train_files(
         "README.md": _readme(cls, run.objective.file.basename, steps),
     }
     if steps is not None:
+        if not force:
+            _within_budget(checked, run, batches, steps)
         files.update(_conformance(checked, run, batches, theta0, seed, steps))
     return files
 
@@ -147,6 +156,16 @@ def _tensor(value: Any, kind: str) -> dict[str, Any]:
     flat = array.reshape(-1).tolist()
     data = [float(x).hex() for x in flat] if kind == "real" else [int(x) for x in flat]
     return {"kind": kind, "shape": list(array.shape), "data": data}
+
+
+def _within_budget(checked: CheckedProgram, run: TrainingRun, batches: Batches, steps: int) -> None:
+    """Refuse K reference steps estimated over the budget (export/budget.py)."""
+    one = entry_ops(checked, Entry(run.step, run.step.name, {}), Binding(dict(batches.dims), None))
+    if one is not None and one * steps > budget():
+        raise CommandError(
+            f"the conformance test of train:{steps} needs {steps} steps of the exact reference: "
+            + over_budget(one * steps, budget())
+        )
 
 
 def _conformance(
