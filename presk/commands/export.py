@@ -23,7 +23,7 @@ from presk.commands.common import (
 from presk.diagnostics import NotBuiltYet, UsageError, printable
 from presk.elab.ty import at_dims
 from presk.entries import concrete_type, natural
-from presk.export.budget import Choice, choice_of
+from presk.export.budget import BUDGET_VARIABLE, DEFAULT_BUDGET, Choice, choice_of
 from presk.export.c import CExport, ExportPlan, export_banner, plan_export
 from presk.export.library import CLibrary, LibraryEntry, library_name, plan_library
 from presk.export.scop import plan_scop
@@ -92,7 +92,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--reference",
         action="store_true",
         help="compute the exact reference (conformance/) even where its estimated cost is "
-        "over the budget (PRESK_REFERENCE_BUDGET scalar operations, default 2.5e8)",
+        f"over the budget ({BUDGET_VARIABLE} scalar operations, default {DEFAULT_BUDGET:.2g})",
     )
     export.add_argument(
         "--no-reference",
