@@ -1958,6 +1958,10 @@ float presk_erff(float x)
 
 #if defined(__GNUC__)
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 typedef double pk_v8d __attribute__((vector_size(64)));
 typedef float pk_v8f __attribute__((vector_size(32)));
 typedef uint64_t pk_v8u __attribute__((vector_size(64)));
@@ -1982,6 +1986,24 @@ static inline int pk_any(const void *m)
 		any |= w[l];
 	return any != 0;
 }
+
+/* The 64-bit words t[l] = tab[i[l]] of a table of 8-byte items (a table of pairs
+   counts two a pair) for 8 lanes: with AVX-512 one gather instruction, else the
+   loop; both are the same eight loads, which change no bit. Indices stay in range. */
+#if defined(__AVX512F__)
+#define pk_gather8(t, tab, i) \
+	(*(t) = (pk_v8u)_mm512_i64gather_epi64((__m512i)(i), (const void *)(tab), 8))
+#else
+#define pk_gather8(t, tab, i)                                                 \
+	do {                                                                  \
+		pk_v8u pk_i_ = (i);                                           \
+		for (int l = 0; l < 8; l++) {                                 \
+			uint64_t pk_w_;                                       \
+			memcpy(&pk_w_, (const char *)(tab) + 8 * pk_i_[l], 8); \
+			(*(t))[l] = pk_w_;                                    \
+		}                                                             \
+	} while (0)
+#endif
 
 /* The low and high halves of 16 floats as doubles, and back (both exact or
    rounding once, as the scalar casts do). */
@@ -2016,10 +2038,10 @@ static inline void pk_exp_core8(const pk_v8d *px, pk_v8d *scale, pk_v8d *tmp)
 	r = x + kd * EXP_NEGLN2HIN + kd * EXP_NEGLN2LON;
 	idx = 2 * (ki % EXP_N);
 	top = ki << (52 - EXP_TABLE_BITS);
-	for (int l = 0; l < 8; l++) {
-		tail[l] = pk_asf64(EXP_TAB[idx[l]]);
-		sbits[l] = EXP_TAB[idx[l] + 1];
-	}
+	pk_v8u tail_bits;
+	pk_gather8(&tail_bits, EXP_TAB, idx);
+	pk_gather8(&sbits, EXP_TAB, idx + 1);
+	tail = (pk_v8d)tail_bits;
 	sbits += top;
 	r2 = r * r;
 	*tmp = tail + r + r2 * (EXP_C2 + r * EXP_C3) + r2 * r2 * (EXP_C4 + r * EXP_C5);
@@ -2081,11 +2103,16 @@ static inline __attribute__((always_inline)) void pk_log8(pk_v8d *out, const pk_
 	i = (tmp >> (52 - LOG_TABLE_BITS)) % LOG_N;
 	k = (pk_v8i)((tmp >> 52) ^ 0x800) - 0x800;
 	iz = ix - (tmp & 0xfffULL << 52);
-	for (int l = 0; l < 8; l++) {
-		invc[l] = LOG_TAB[i[l]].invc;
-		logc[l] = LOG_TAB[i[l]].logc;
-		chi[l] = LOG_TAB2[i[l]].chi;
-		clo[l] = LOG_TAB2[i[l]].clo;
+	{
+		pk_v8u w;
+		pk_gather8(&w, LOG_TAB, 2 * i);
+		invc = (pk_v8d)w;
+		pk_gather8(&w, LOG_TAB, 2 * i + 1);
+		logc = (pk_v8d)w;
+		pk_gather8(&w, LOG_TAB2, 2 * i);
+		chi = (pk_v8d)w;
+		pk_gather8(&w, LOG_TAB2, 2 * i + 1);
+		clo = (pk_v8d)w;
 	}
 	z = (pk_v8d)iz;
 	r = (z - chi - clo) * invc;
@@ -2256,8 +2283,7 @@ static inline __attribute__((always_inline)) void pk_expf_core8(pk_v8d *out, con
 	ki = (pk_v8u)kd;
 	kd -= EXPF_SHIFT;
 	r = z - kd;
-	for (int l = 0; l < 8; l++)
-		t[l] = EXP2F_TAB[ki[l] % EXP2F_N];
+	pk_gather8(&t, EXP2F_TAB, ki % EXP2F_N);
 	t += ki << (52 - EXP2F_TABLE_BITS);
 	s = (pk_v8d)t;
 	z = EXPF_C[0] * r + EXPF_C[1];
@@ -2305,12 +2331,17 @@ static inline __attribute__((always_inline)) void pk_logf16(pk_v16f *out, const 
 	iz = ix - (tmp & 0xff800000U);
 	zf = (pk_v16f)iz;
 	pk_widen16(&zf, &z[0], &z[1]);
-	for (int h = 0; h < 2; h++)
-		for (int l = 0; l < 8; l++) {
-			invc[h][l] = LOGF_TAB[i[8 * h + l]].invc;
-			logc[h][l] = LOGF_TAB[i[8 * h + l]].logc;
+	for (int h = 0; h < 2; h++) {
+		pk_v8u ih, w;
+		for (int l = 0; l < 8; l++)
+			ih[l] = i[8 * h + l];
+		pk_gather8(&w, LOGF_TAB, 2 * ih);
+		invc[h] = (pk_v8d)w;
+		pk_gather8(&w, LOGF_TAB, 2 * ih + 1);
+		logc[h] = (pk_v8d)w;
+		for (int l = 0; l < 8; l++)
 			kd[h][l] = (double)k[8 * h + l];
-		}
+	}
 	for (int h = 0; h < 2; h++) {
 		r = z[h] * invc[h] - 1;
 		y0 = logc[h] + kd[h] * LOGF_LN2;
