@@ -18,31 +18,11 @@ import shutil
 
 import pytest
 from test_native_bits import _bits, _compile, _setup
+from test_native_bits_adjoints import ATTENTION, PRODUCT
 
 from presk.kernel.text import kernel_text
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
-
-PRODUCT = """dim B
-dim T
-dim K
-dim N
-fn f(x : ℝ[B, T, K], m : ℝ[K, N], w : ℝ[B, T, N]) -> ℝ[] = sum((x · m) * w)
-fn g(x : ℝ[B, T, K], m : ℝ[K, N], w : ℝ[B, T, N]) -> (ℝ[B, T, K], ℝ[K, N]) =
-  (grad(λ x. f(x, m, w))(x), grad(λ m. f(x, m, w))(m))
-"""
-
-ATTENTION = """dim B
-dim T
-dim E
-type Q = ℝ[batch: B, heads: 2, seq: T, hd: E]
-fn attend(q : Q, k : Q, v : Q) -> Q =
-  let s = ein[batch, heads, seq, seq2](q * k)
-  ein[batch, heads, seq, hd](s * v)
-fn f(q : Q, k : Q, v : Q, w : Q) -> ℝ[] = sum(attend(q, k, v) * w)
-fn g(q : Q, k : Q, v : Q, w : Q) -> (Q, Q, Q) =
-  (grad(λ q. f(q, k, v, w))(q), grad(λ k. f(q, k, v, w))(k), grad(λ v. f(q, k, v, w))(v))
-"""
 
 
 @pytest.fixture(autouse=True)

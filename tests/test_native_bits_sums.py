@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_native_bits import Case, _bits, _compile
 
-from presk.host.realization import Realization
 from presk.kernel.text import kernel_text
-from presk.pipeline import compile_path
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -65,12 +64,8 @@ def _inputs(n: int, dtype: str) -> list[Any]:
     return [_storage(x, dtype), _storage(v, dtype), _storage(w, dtype)]
 
 
-def _bits(path: str, n: int, dtype: str, tiles: bool) -> tuple[list[bytes], str]:
-    compiled, *_ = compile_path(
-        path, "sums", {"B": B, "N": n}, Realization(dtype), 1, banner="sums", tiles=tiles
-    )
-    text = "\n".join(kernel_text(k) for _, k in compiled.host.kernels)
-    return [a.tobytes() for a in compiled.raw(_inputs(n, dtype))], text
+def _case(path: str, n: int, dtype: str) -> Case:
+    return Case(path, "sums", {"B": B, "N": n}, {}, _inputs(n, dtype))
 
 
 # 5: narrower than a vector; 8, 16: one vector of doubles, of floats; 40: vectors and a
@@ -80,12 +75,15 @@ def _bits(path: str, n: int, dtype: str, tiles: bool) -> tuple[list[bytes], str]
 def test_column_sums_in_lanes_give_the_scalar_bits(tmp_path: Path, dtype: str, n: int) -> None:
     path = tmp_path / "sums.psk"
     path.write_text(SUMS, encoding="utf-8")
-    lanes, text = _bits(str(path), n, dtype, tiles=True)
-    scalar, zero = _bits(str(path), n, dtype, tiles=False)
+    case = _case(str(path), n, dtype)
+    text = "\n".join(kernel_text(k) for _, k in _compile(case, dtype).host.kernels)
+    zero = "\n".join(kernel_text(k) for _, k in _compile(case, dtype, tiles=False).host.kernels)
     lanes_width = 8 if dtype == "f64" else 16
     # The four sums that keep the last axis take lanes where a vector fits; `sum(axis n)` not.
     in_lanes = [k for k in text.split("\nkernel ") if "<v= splat(0)" in k]
     assert len(in_lanes) == (4 if n >= lanes_width else 0)
     assert "<v=" not in zero
-    for i, (a, b) in enumerate(zip(lanes, scalar, strict=True)):
+    for i, (a, b) in enumerate(
+        zip(_bits(case, dtype), _bits(case, dtype, tiles=False), strict=True)
+    ):
         assert a == b, f"output {i} differs"
