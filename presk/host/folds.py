@@ -57,9 +57,7 @@ class FoldRecording:
     ) -> HValue:
         if not isinstance(init, HTensor):
             raise HostError("a fold over a value that is not a tensor")
-        layers = concrete(count, self.dims)
-        dims = {d: concrete(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
+        layers, dims, loop = _laps(self, count, call_dims)
         layer = layer_of(stacked, h.LoopVar(loop))
         inst = self.rec.instance(callee, dims, [layer, init])
         cur, nxt = self._accumulators("p", init)
@@ -86,17 +84,13 @@ class FoldRecording:
     ) -> HValue:
         if not isinstance(init, HTensor) or not isinstance(ct, HTensor):
             raise HostError("the reverse of a fold over a value that is not a tensor")
-        layers = concrete(count, self.dims)
+        layers, dims, loop = _laps(self, count, call_dims)
         if layers == 0:
             # No layer: the stacked adjoint is empty and the cotangent passes through.
             return (self._outputs_like(stacked), ct)
-        dims = {d: concrete(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
         layer = layer_of(stacked, h.LoopVar(loop))
         # Each layer's input, kept for the way back.
-        xs = self.alloc(init.dtype, ((None, layers), *init.axes))
-        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
-        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
+        xs, x_at, x_next = _input_stack(self, init, layers, loop)
         fwd = self.rec.instance(forward, dims, [layer, x_at])
         back = self.rec.instance(vjp, dims, [layer, x_at, ct])
         self.emit(h.Copy(xs.ptr, init.ptr, nbytes(init)))
@@ -116,13 +110,9 @@ class FoldRecording:
         """A fold's layers through their `.fwd`, every input and residual kept in a stack."""
         if not isinstance(init, HTensor):
             raise HostError("a fold over a value that is not a tensor")
-        layers = concrete(count, self.dims)
-        dims = {d: concrete(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
+        layers, dims, loop = _laps(self, count, call_dims)
         # Layer l's input at row l; the last row is the fold's value.
-        xs = self.alloc(init.dtype, ((None, layers + 1), *init.axes))
-        x_at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
-        x_next = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
+        xs, x_at, x_next = _input_stack(self, init, layers + 1, loop)
         layer = layer_of(stacked, h.LoopVar(loop))
         inst = self.rec.instance(fwd, dims, [layer, x_at])
         assert isinstance(inst.result, tuple)
@@ -147,17 +137,34 @@ class FoldRecording:
         """The layers of a `fold_fwd` in reverse, each its `.bwd` on what was kept."""
         if not isinstance(inputs, HTensor) or not isinstance(ct, HTensor):
             raise HostError("the reverse of a fold over a value that is not a tensor")
-        layers = concrete(count, self.dims)
+        layers, dims, loop = _laps(self, count, call_dims)
         if layers == 0:
             return (self._outputs_like(stacked), ct)
-        dims = {d: concrete(size, self.dims) for d, size in call_dims}
-        loop = f"l{len(self.locals)}"
         at = h.LoopVar(loop)
         layer = layer_of(stacked, at)
         x_at = layer_of(inputs, at)
         kept_at = layer_of(kept, at)
         back = self.rec.instance(bwd, dims, [layer, x_at, kept_at, ct])
         return _walk_back(self, back, loop, layers, [layer, x_at, kept_at], ct)
+
+
+def _laps(
+    body: FoldHost, count: Lin, call_dims: tuple[tuple[str, Lin], ...]
+) -> tuple[int, dict[str, int], str]:
+    """A fold's layer count, its callee's dims and the name of its loop variable."""
+    layers = concrete(count, body.dims)
+    dims = {d: concrete(size, body.dims) for d, size in call_dims}
+    return layers, dims, f"l{len(body.locals)}"
+
+
+def _input_stack(
+    body: FoldHost, init: HTensor, rows: int, loop: str
+) -> tuple[HTensor, HTensor, HTensor]:
+    """A stack of `rows` layer inputs shaped like `init`, and its rows `loop`, `loop + 1`."""
+    xs = body.alloc(init.dtype, ((None, rows), *init.axes))
+    at = HTensor(h.Layer(xs.ptr, h.LoopVar(loop), init.size), init.dtype, init.axes)
+    after = HTensor(h.Layer(xs.ptr, h.LoopVar(loop, 1), init.size), init.dtype, init.axes)
+    return xs, at, after
 
 
 def _walk_back(
