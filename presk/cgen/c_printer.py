@@ -18,7 +18,7 @@ from fractions import Fraction
 import gmpy2
 
 from presk import names
-from presk.cgen.lanes import LANES, block_guard, call_depth, lane_calls, loop_bounds
+from presk.cgen.lanes import LANES, block_guard, call_depth, lane_calls
 from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.kernel.text import kernel_text, vector_lanes
@@ -76,7 +76,7 @@ class _Printer:
         self.real = C_ARITH[kernel.dtype]
         self.names = {b.index: f"b{b.index}" for b in (*kernel.inputs, *kernel.outputs)}
         self._load_count = 0  # vector load temporaries are numbered through the kernel
-        self._bounds = loop_bounds(kernel.body)
+        self._bounds = ir.loop_bounds(kernel.body)
         self._lane_values: dict[ir.Fn, str] = {}  # a block's calls, while its body prints
 
     def index(self, e: ir.Index) -> str:

@@ -29,15 +29,6 @@ LANE_FUNCTIONS = frozenset({ir.Libm.EXP, ir.Libm.LOG, ir.Libm.TANH, ir.Libm.ERF}
 LANES = {"f64": 8, "f32": 16}
 
 
-def loop_bounds(body: tuple[ir.Stmt, ...]) -> dict[str, int]:
-    """The largest bound of each loop variable in a kernel's body."""
-    out: dict[str, int] = {}
-    for s in _walk(body):
-        if isinstance(s, ir.For):
-            out[s.var] = max(out.get(s.var, 0), s.bound)
-    return out
-
-
 def lane_calls(loop: ir.For, bounds: Mapping[str, int], lanes: int) -> tuple[ir.Fn, ...]:
     """The calls of an innermost loop to compute by blocks, inner calls first; () for none."""
     if loop.bound < lanes or not _plain(loop.body):

@@ -350,3 +350,25 @@ class Kernel:
     workers: int = 0  # a plan's worker count for the split (0: the caller's team)
     # False: the printer keeps every loop scalar (a plan's `lanes: 1` on an elementwise nest).
     lanes: bool = True
+
+
+def loop_bounds(body: tuple[Stmt, ...]) -> dict[str, int]:
+    """The largest bound of each loop variable in a kernel's body (a name may bound several
+    loops: a blocked range's whole blocks and its last one)."""
+    out: dict[str, int] = {}
+    for s in body:
+        match s:
+            case For(var, bound, inner):
+                out[var] = max(out.get(var, 0), bound)
+                inner_bounds = loop_bounds(inner)
+            case Scratch(_, inner):
+                inner_bounds = loop_bounds(inner)
+            case If(_, then, other):
+                inner_bounds = loop_bounds(then)
+                for name, b in loop_bounds(other).items():
+                    inner_bounds[name] = max(inner_bounds.get(name, 0), b)
+            case _:
+                continue
+        for name, b in inner_bounds.items():
+            out[name] = max(out.get(name, 0), b)
+    return out

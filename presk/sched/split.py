@@ -61,7 +61,7 @@ def split_reason(kernel: ir.Kernel, depth: int) -> str | None:
             f"(depth {loop} holds something other than one loop)"
         )
     outputs = {b.index for b in kernel.outputs}
-    bounds = loop_bounds(kernel.body)
+    bounds = ir.loop_bounds(kernel.body)
     accesses: list[ir.Store | ir.VStore | ir.Load | ir.VLoad] = list(_stores(loop.body))
     accesses += [a for a in _loads(loop.body) if a.buffer.index in outputs]
     for access in accesses:
@@ -151,7 +151,7 @@ def splittable(kernel: ir.Kernel) -> bool:
     if loop.bound < 2 or _work(kernel.body) < WORK_THRESHOLD:
         return False
     outputs = {b.index for b in kernel.outputs}
-    bounds = loop_bounds(kernel.body)
+    bounds = ir.loop_bounds(kernel.body)
     stores = _stores(loop.body)
     return bool(stores) and all(
         s.buffer.index in outputs and _owned(s, loop.var, bounds) for s in stores
@@ -191,25 +191,3 @@ def _span(index: ir.Index, bounds: dict[str, int], var: str) -> tuple[int, int] 
             a = _span(left, bounds, var)
             return None if a is None else (a[0] * c, a[1] * c)
     return None
-
-
-def loop_bounds(body: tuple[ir.Stmt, ...]) -> dict[str, int]:
-    """Each loop variable's trip count (the largest, where one name bounds several loops)."""
-    out: dict[str, int] = {}
-    for s in body:
-        match s:
-            case ir.For(var, bound, inner):
-                out[var] = max(out.get(var, 0), bound)
-                for name, b in loop_bounds(inner).items():
-                    out[name] = max(out.get(name, 0), b)
-            case ir.If(_, then, other):
-                for name, b in (loop_bounds(then) | loop_bounds(other)).items():
-                    out[name] = max(out.get(name, 0), b)
-            case ir.Scratch(_, inner):
-                for name, b in loop_bounds(inner).items():
-                    out[name] = max(out.get(name, 0), b)
-            case ir.Let() | ir.Random() | ir.VLet() | ir.Store() | ir.VStore():
-                pass
-            case _:
-                assert_never(s)
-    return out
