@@ -20,6 +20,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Plain output everywhere, also for subprocesses the tests start.
 os.environ["NO_COLOR"] = "1"
+# Kernels shaped for AVX-512's registers on every machine, so goldens and the tests of
+# which form a shape takes read alike everywhere (each vector unit's bits are tested in
+# test_native_bits_vectors.py, which sets its own).
+os.environ.setdefault("PRESK_VECTOR_BYTES", "64")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

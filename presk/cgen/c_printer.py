@@ -56,6 +56,7 @@ def _literal(x: float) -> str:
 
 # The GCC vector types of presk_rt.h, by arithmetic type and lanes.
 VECTOR_TYPES = {
+    ("f64", 2): "presk_v2d",
     ("f64", 4): "presk_v4d",
     ("f64", 8): "presk_v8d",
     ("f32", 4): "presk_v4f",

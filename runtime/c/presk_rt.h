@@ -42,6 +42,7 @@ typedef struct presk_arena {
 
 /* Vector lanes (GCC and Clang vector extensions): each lane is its own output
  * column, so a vector kernel computes its scalar form's bits. */
+typedef double presk_v2d __attribute__((vector_size(16)));
 typedef double presk_v4d __attribute__((vector_size(32)));
 typedef double presk_v8d __attribute__((vector_size(64)));
 typedef float presk_v4f __attribute__((vector_size(16)));

@@ -58,8 +58,8 @@ from presk.kernel.lower.tiles import (
     PACK_VECTORS,
     PANEL_BYTES,
     SUMS_BYTES,
-    TILE_ROWS,
-    VECTOR_BYTES,
+    tile_rows,
+    vector_bytes,
     tile_step,
 )
 
@@ -255,7 +255,7 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
         return None
     arith = ir.arith(dtype)
     size = ELEMENT_BYTES[arith]
-    lanes = VECTOR_BYTES // size
+    lanes = vector_bytes() // size
     vectors = PACK_VECTORS if p.n % (PACK_VECTORS * lanes) == 0 else 1
     width = lanes * vectors
     panels = p.n // width
@@ -298,7 +298,7 @@ def _chunk_rows(m: int) -> int | None:
     """The rows of a chunk that divides `m` at least twice (the chunks' loop is split), or
     None where no chunk does."""
     for tiles in CHUNK_TILES:
-        rows = tiles * TILE_ROWS
+        rows = tiles * tile_rows()
         if m % rows == 0 and m >= 2 * rows:
             return rows
     return None
@@ -335,7 +335,7 @@ class _Form:
                     m0, [_plus(r0, IConst(r)) for r in range(rows)], k0, kn, first, last
                 )
 
-            return (self.pack(k0, kn), *blocked(self.names, mn, TILE_ROWS, tile))
+            return (self.pack(k0, kn), *blocked(self.names, mn, tile_rows(), tile))
 
         return blocked(self.names, self.p.k, self.panel.shape[0], block)
 
@@ -356,7 +356,7 @@ class _Form:
             copy = Store(
                 a_panel, (IVar(kp), IVar(r)), self.p.a(_plus(m0, IVar(r)), _plus(k0, IVar(kp)))
             )
-            panel = (self.pack(k0, kn), *blocked(names, rows, TILE_ROWS, tile))
+            panel = (self.pack(k0, kn), *blocked(names, rows, tile_rows(), tile))
             return (
                 For(kp, kn, (For(r, rows, (copy,)),)),
                 For(self.jb, panels, (ir.Scratch(self.panel, panel),)),

@@ -32,8 +32,8 @@ from presk.kernel.lower.adjoint_tiles import (
 )
 from presk.kernel.lower.base import ZERO, Launch, Names, Step, nest
 from presk.kernel.lower.tiles import (
-    LANES,
     as_matrix,
+    column_lanes,
     dot_block,
     dot_packed,
     dot_tiled,
@@ -51,8 +51,9 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     packed = packed_shape(flat_a, b, flat_out) if names.tiles else None
     if packed is not None:
         return dot_packed(flat_a, b, flat_out, names, _scratch(launch), packed)
-    if names.tiles and out.dtype in ("f64", "f32") and len(b.axes) == 2 and b.shape[1] % LANES == 0:
-        if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * LANES) == 0:
+    lanes = column_lanes(out.dtype) if out.dtype in ("f64", "f32") else 0
+    if names.tiles and lanes and len(b.axes) == 2 and b.shape[1] % lanes == 0:
+        if len(a.axes) == 2 and a.shape[0] % 4 == 0 and b.shape[1] % (2 * lanes) == 0:
             return dot_block(a, b, out, names, rows=4, vectors=2)
         return dot_tiled(a, b, out, names)
     lead = [names.loop() for _ in a.axes[:-1]]

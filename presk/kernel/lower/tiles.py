@@ -33,19 +33,33 @@ from presk.kernel.ir import (
     VecOp,
 )
 from presk.kernel.lower.base import ZERO, Names, nest
+from presk.machine import vector_unit
 
-LANES = 8  # output columns per tile of a blocked dot
-# The packed form: a [4, 2 vectors] register tile of 64-byte vectors (16 f32 or 8 f64
-# lanes, one AVX-512 register), reading b from a KC × width panel copied into scratch.
-VECTOR_BYTES = 64
+# The packed form: register tiles of [rows, 2 vectors], a vector one register of the
+# machine's (presk/machine.py: 16 f32 or 8 f64 lanes with AVX-512, 8 or 4 with AVX),
+# reading b from a KC × width panel copied into scratch.
 PACK_ROWS = 4  # the packed form's rows come in multiples of this
 PACK_VECTORS = 2
-# Its register tile: 12 rows × 2 vectors, 24 accumulators of AVX-512's 32 registers. With
-# a multiply and an add per term (no FMA), more rows per load of b keep both pipes busy.
-TILE_ROWS = 12
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
+
+
+def vector_bytes() -> int:
+    """The bytes of one vector of the tiled forms: one register of the machine's."""
+    return vector_unit().bytes
+
+
+def tile_rows() -> int:
+    """The rows of the packed forms' register tile: 12 with 32 registers (24 accumulators),
+    6 with 16 (12 accumulators, two loads of b, a splat and a product). With a multiply and
+    an add per term (no FMA), more rows per load of b keep both pipes busy."""
+    return 12 if vector_unit().registers >= 32 else 6
+
+
+def column_lanes(dtype: str) -> int:
+    """The lanes of the unpacked tiled forms of a dot: 8 output columns, or a register's."""
+    return min(8, vector_bytes() // ELEMENT_BYTES[ir.arith(dtype)])
 
 
 def dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ...]:
@@ -54,26 +68,27 @@ def dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ..
     Each lane is one output column, summing its terms in increasing k from 0,
     exactly as the row-wise form does: the bits are the same.
     """
+    lanes = column_lanes(out.dtype)
     lead = [names.loop() for _ in a.axes[:-1]]
     k, jb = names.loop(), names.loop()
     s0 = names.scalar()
     acc = "v0"
-    column = IBin(IntOp.MUL, IVar(jb), IConst(LANES))
+    column = IBin(IntOp.MUL, IVar(jb), IConst(lanes))
     lead_index = tuple(IVar(v) for v in lead)
-    term = ir.VBin(VecOp.MUL, ir.Splat(Var(s0), LANES), ir.VLoad(b, (IVar(k), column), LANES))
+    term = ir.VBin(VecOp.MUL, ir.Splat(Var(s0), lanes), ir.VLoad(b, (IVar(k), column), lanes))
     body = (
-        ir.VLet(acc, ir.Splat(ZERO, LANES), LANES),
+        ir.VLet(acc, ir.Splat(ZERO, lanes), lanes),
         For(
             k,
             a.shape[-1],
             (
                 Let(s0, Load(a, (*lead_index, IVar(k)))),
-                ir.VLet(acc, ir.VBin(VecOp.ADD, ir.VVar(acc, LANES), term), LANES),
+                ir.VLet(acc, ir.VBin(VecOp.ADD, ir.VVar(acc, lanes), term), lanes),
             ),
         ),
-        ir.VStore(out, (*lead_index, column), ir.VVar(acc, LANES)),
+        ir.VStore(out, (*lead_index, column), ir.VVar(acc, lanes)),
     )
-    return nest(list(a.shape[:-1]), lead, (For(jb, b.shape[1] // LANES, body),))
+    return nest(list(a.shape[:-1]), lead, (For(jb, b.shape[1] // lanes, body),))
 
 
 def dot_block(
@@ -85,23 +100,24 @@ def dot_block(
     increasing k from 0, so the tile computes the row-wise form's bits while
     each load of b serves `rows` rows and each load of a serves 8·vectors columns.
     """
+    lanes = column_lanes(out.dtype)
     ib, jb, k = names.loop(), names.loop(), names.loop()
-    width = LANES * vectors
+    width = lanes * vectors
     row = [IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(ib), IConst(rows)), IConst(r)) for r in range(rows)]
     col = [
-        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * LANES))
+        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
         for c in range(vectors)
     ]
     acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
-    b_vectors = [ir.VLoad(b, (IVar(k), col[c]), LANES) for c in range(vectors)]
+    b_vectors = [ir.VLoad(b, (IVar(k), col[c]), lanes) for c in range(vectors)]
     inner = tile_step(names, acc, [Load(a, (row[r], IVar(k))) for r in range(rows)], b_vectors)
     zero: list[Stmt] = [
-        ir.VLet(acc[r][c], ir.Splat(ZERO, LANES), LANES)
+        ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes)
         for r in range(rows)
         for c in range(vectors)
     ]
     stores: list[Stmt] = [
-        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], LANES))
+        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], lanes))
         for r in range(rows)
         for c in range(vectors)
     ]
@@ -147,7 +163,7 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
     if len(a.axes) != 2 or len(b.axes) != 2:
         return None
     size = ELEMENT_BYTES[ir.arith(dtype)]  # bf16 is packed widened to f32
-    lanes = VECTOR_BYTES // size
+    lanes = vector_bytes() // size
     width = lanes * PACK_VECTORS
     (m, k), n = a.shape, b.shape[1]
     if 0 in (m, n, k) or m % PACK_ROWS or n % width:
@@ -173,16 +189,16 @@ def _k_block(k: int, most: int) -> int | None:
 def dot_packed(
     a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
 ) -> tuple[Stmt, ...]:
-    """Register tiles of [12, 2·lanes] reading b from a packed panel, K in blocks of `kc`.
+    """Register tiles of [tile_rows(), 2·lanes] reading b from a packed panel, K in blocks of `kc`.
 
     For each column panel (the outer, split loop), each block of K is copied
     into a `kc` × width scratch panel (bf16 widened to f32, exactly):
     consecutive in memory, where b's own rows lie a whole row apart (4 KiB at
     N = 1024 in f32, all in one cache set). The rows of a chunk then run
-    their tiles over the block, twelve rows a tile (24 accumulators: each
-    load of the panel serves twelve rows, and the adds of one step in k are
-    24 independent chains, enough to hide their latency) and the chunk's
-    last rows (a multiple of 4) in one shorter tile. A tile's accumulators
+    their tiles over the block, twelve rows a tile with 32 registers (24
+    accumulators: each load of the panel serves twelve rows, and the adds of
+    one step in k are 24 independent chains, enough to hide their latency),
+    six with 16, and the chunk's last rows in one shorter tile. A tile's accumulators
     start at 0 in the first block and at the sums the previous block stored
     (in the output, or for bf16 in an f32 scratch): a stored and reloaded f32
     or f64 is exact, so each lane still adds its terms one at a time in
@@ -253,13 +269,14 @@ def dot_packed(
             for c in range(vectors)
         ),
     )
-    whole, rest = divmod(mc, TILE_ROWS)
+    rows = tile_rows()
+    whole, rest = divmod(mc, rows)
     body: tuple[Stmt, ...] = (pack,)
     if whole:
         ib = names.loop()
-        body += (For(ib, whole, tile(IBin(IntOp.MUL, IVar(ib), IConst(TILE_ROWS)), TILE_ROWS)),)
+        body += (For(ib, whole, tile(IBin(IntOp.MUL, IVar(ib), IConst(rows)), rows)),)
     if rest:
-        body += tile(IConst(whole * TILE_ROWS), rest)
+        body += tile(IConst(whole * rows), rest)
     if kb is not None:
         body = (For(kb, blocks, body),)
     if mb is not None:
