@@ -80,8 +80,8 @@ RUNTIME_NAMES = _words(
     presk_f32_to_bf16 presk_fnv1a64 presk_key presk_key_for presk_key_from_seed presk_leaf
     presk_libm presk_log presk_logf presk_mulhi64 presk_philox presk_randbelow presk_rng
     presk_rt presk_sin presk_sinf presk_tanh presk_tanhf presk_u128 presk_u32 presk_u64
-    presk_uniform presk_v16f presk_v8d presk_v8f presk_v4d presk_v2d presk_v4f presk_w presk_t presk_l
-    presk_lb presk_lany
+    presk_uniform presk_v16f presk_v8d presk_v8f presk_v4d presk_v2d presk_v4f presk_w presk_t
+    presk_l presk_lb presk_lany
     PRESK_LANES_F32 PRESK_LANES_F64 presk_erf_lanes presk_erff_lanes presk_exp_lanes
     presk_expf_lanes presk_log_lanes presk_logf_lanes presk_tanh_lanes presk_tanhf_lanes
     """

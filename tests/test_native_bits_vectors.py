@@ -60,7 +60,9 @@ def test_each_vector_unit_gives_point_zeros_bits(tmp_path, monkeypatch, case, dt
 
 
 @pytest.mark.parametrize(("width", "rows", "lanes"), [(64, 12, 16), (32, 6, 8), (16, 6, 4)])
-def test_the_packed_product_takes_the_units_vectors_and_rows(tmp_path, monkeypatch, width, rows, lanes):
+def test_the_packed_product_takes_the_units_vectors_and_rows(
+    tmp_path, monkeypatch, width, rows, lanes
+):
     """The f32 packed dot: vectors of one register's lanes, tiles of 12 or 6 rows."""
     monkeypatch.setenv("PRESK_VECTOR_BYTES", str(width))
     assert vector_unit().lanes(4) == lanes
@@ -78,3 +80,16 @@ def test_a_vector_width_no_machine_has_is_refused(monkeypatch) -> None:
     monkeypatch.setenv("PRESK_VECTOR_BYTES", "48")
     with pytest.raises(UsageError, match="PRESK_VECTOR_BYTES=48"):
         vector_unit()
+
+
+@pytest.mark.parametrize(("width", "lanes"), [(64, True), (32, False), (16, False)])
+def test_libm_lane_forms_only_with_64_byte_registers(tmp_path, monkeypatch, width, lanes):
+    """The lane libm is written in 64-byte vectors: narrower units keep the scalar calls
+    (with the same bits)."""
+    monkeypatch.setenv("PRESK_VECTOR_BYTES", str(width))
+    src = tmp_path / "gelu.psk"
+    src.write_text("dim N\nfn f(x : ℝ[N]) -> ℝ[N] = gelu(x)\n")
+    c = _setup(str(src), "f", {"N": 100})
+    p = _compile(c, "f32")
+    assert ("presk_erff_lanes(presk_lv" in p.c_text) == lanes
+    assert _bits(c, "f32") == _bits(c, "f32", tiles=False)

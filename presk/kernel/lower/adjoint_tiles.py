@@ -59,8 +59,8 @@ from presk.kernel.lower.tiles import (
     PANEL_BYTES,
     SUMS_BYTES,
     tile_rows,
-    vector_bytes,
     tile_step,
+    vector_bytes,
 )
 
 # Whether a block is the first (or last) of its loop: known, or a test of the loop variable.
