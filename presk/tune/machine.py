@@ -5,8 +5,8 @@ the process may run on (its affinity), since unpinned the scheduler may put
 it anywhere and cpu0 is as good a guess as any; pinned with `taskset`, it is
 the first of the pinned set. The caches come from
 /sys/devices/system/cpu/cpuN/cache (level, type, size, shared_cpu_list), or
-from `lscpu` where /sys does not say; the vector registers from the flags
-of /proc/cpuinfo (AVX-512: 32 of 64 bytes, else 16 of 32).
+from `lscpu` where /sys does not say; the vector registers are the ones the
+lowering shapes its tiles by (presk/machine.py, `vector_unit`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from presk.machine import default_threads
+from presk.machine import default_threads, vector_unit
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 LINE_BYTES = 64  # a cache line on every machine the model has met
@@ -134,14 +134,6 @@ def _from_lscpu(cpu: int) -> dict[str, int]:
     return out
 
 
-def _avx512() -> bool:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return re.search(r"^flags\s*:.*\bavx512f\b", text, re.MULTILINE) is not None
-
-
 def read_machine() -> Machine:
     """This process's first CPU, its caches, the workers and the registers."""
     try:
@@ -151,7 +143,7 @@ def read_machine() -> Machine:
     found = _from_sys(cpu)
     if not {"l1d", "l2", "l3", "l3_shared"} <= set(found):
         found = {**_from_lscpu(cpu), **found}
-    wide = _avx512()
+    unit = vector_unit()
     return Machine(
         cpu=cpu,
         l1d=found.get("l1d", FALLBACK["l1d"]),
@@ -159,8 +151,8 @@ def read_machine() -> Machine:
         l3=found.get("l3", FALLBACK["l3"]),
         l3_shared=max(1, found.get("l3_shared", 1)),
         workers=default_threads(),
-        registers=32 if wide else 16,
-        vector_bytes=64 if wide else 32,
+        registers=unit.registers,
+        vector_bytes=unit.bytes,
     )
 
 

@@ -60,7 +60,7 @@ from presk.kernel.lower.tiles import (
     SUMS_BYTES,
     tile_rows,
     tile_step,
-    vector_bytes,
+    vector_lanes,
 )
 
 # Whether a block is the first (or last) of its loop: known, or a test of the loop variable.
@@ -255,7 +255,7 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
         return None
     arith = ir.arith(dtype)
     size = ELEMENT_BYTES[arith]
-    lanes = vector_bytes() // size
+    lanes = vector_lanes(arith)
     vectors = PACK_VECTORS if p.n % (PACK_VECTORS * lanes) == 0 else 1
     width = lanes * vectors
     panels = p.n // width

@@ -52,7 +52,7 @@ from presk.kernel.lower.base import (
     c,
     nest,
 )
-from presk.kernel.lower.tiles import ELEMENT_BYTES, vector_bytes
+from presk.kernel.lower.tiles import ELEMENT_BYTES, vector_lanes
 
 # Accumulators of a lane block of column sums: enough independent adds in flight to keep
 # both vector pipes busy, each row's loads a few whole cache lines.
@@ -221,7 +221,7 @@ def column_sums(
     arith = ir.arith(x.dtype)
     if arith not in ELEMENT_BYTES or not kept or kept[-1] != vars_[-1] or len(kept) == len(vars_):
         return None
-    lanes = vector_bytes() // ELEMENT_BYTES[arith]
+    lanes = vector_lanes(arith)
     columns = x.shape[-1]
     if columns < lanes:
         return None

@@ -45,9 +45,9 @@ SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of ro
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
 
 
-def vector_bytes() -> int:
-    """The bytes of one vector of the tiled forms: one register of the machine's."""
-    return vector_unit().bytes
+def vector_lanes(arith: str) -> int:
+    """The lanes of one vector of the tiled forms in an arithmetic type: one register's."""
+    return vector_unit().lanes(ELEMENT_BYTES[arith])
 
 
 def tile_rows() -> int:
@@ -59,7 +59,7 @@ def tile_rows() -> int:
 
 def column_lanes(dtype: str) -> int:
     """The lanes of the unpacked tiled forms of a dot: 8 output columns, or a register's."""
-    return min(8, vector_bytes() // ELEMENT_BYTES[ir.arith(dtype)])
+    return min(8, vector_lanes(ir.arith(dtype)))
 
 
 def dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ...]:
@@ -163,7 +163,7 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
     if len(a.axes) != 2 or len(b.axes) != 2:
         return None
     size = ELEMENT_BYTES[ir.arith(dtype)]  # bf16 is packed widened to f32
-    lanes = vector_bytes() // size
+    lanes = vector_lanes(ir.arith(dtype))
     width = lanes * PACK_VECTORS
     (m, k), n = a.shape, b.shape[1]
     if 0 in (m, n, k) or m % PACK_ROWS or n % width:
