@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 
 
+SETTLE_S = 0.3  # longer than the idle spin of OpenBLAS's and OpenMP's worker threads
+
+
 def median_time(call: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -27,12 +30,18 @@ def median_time(call: Callable[[], object], repeat: int) -> float:
 def best_medians(sides: Sequence[Callable[[], object]], rounds: int, repeat: int) -> list[float]:
     """Each side's least median over `rounds` rounds of `repeat` calls, the sides taking
     turns within every round: the machine is shared, and a neighbour's burst should slow
-    both sides' medians or neither's best one."""
+    both sides' medians or neither's best one.
+
+    Before each turn the process idles a moment: a side's worker threads spin on the
+    cores for a while after it returns (OpenBLAS's for about 10⁸ cycles, OpenMP's for its
+    spin count), and on a two-core machine that would take a core from the next side.
+    """
     for side in sides:
         side()  # a warm-up call each: caches, lazy allocations
     best = [float("inf")] * len(sides)
     for _ in range(rounds):
         for i, side in enumerate(sides):
+            time.sleep(SETTLE_S)
             best[i] = min(best[i], median_time(side, repeat))
     return best
 
