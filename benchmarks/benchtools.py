@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-
 SETTLE_S = 0.3  # longer than the idle spin of OpenBLAS's and OpenMP's worker threads
 
 

@@ -56,14 +56,15 @@ def _scratch(kernel: ir.Kernel) -> bool:
 #   (2, 3, 64, 32)   whole row tiles and panels, one block of K
 #   (1, 1, 40, 48)   dx one row, 40 columns (whole panels, then row-wise columns); dw 40 rows
 #   (3, 200, 7, 40)  dw 7 rows (a tile of 3), K = 600 in blocks with a short last one
-#                    (bf16: sums carried in f32 scratch); dx only 7 columns: row-wise
+#                    (bf16: sums carried in f32 scratch); dx only 7 columns: a narrow
+#                    vector of 4 lanes, then row-wise columns
 #   (5, 60, 64, 600) dx 300 rows, K = 600: bf16's sums in chunks of rows, a short last
 #   (2, 5, 1, 1)     one row and one column: narrower than a vector, both row-wise
 #   (2, 5, 33, 17)   dx 33 columns (panels of one vector and a tail), dw 33 rows, 17 columns
 SHAPES = [
     ((2, 3, 64, 32), {"dot_vjp_l", "dot_vjp_r"}),
     ((1, 1, 40, 48), {"dot_vjp_l", "dot_vjp_r"}),
-    ((3, 200, 7, 40), {"dot_vjp_r"}),
+    ((3, 200, 7, 40), {"dot_vjp_l", "dot_vjp_r"}),
     ((5, 60, 64, 600), {"dot_vjp_l", "dot_vjp_r"}),
     ((2, 5, 1, 1), set()),
     ((2, 5, 33, 17), {"dot_vjp_l", "dot_vjp_r"}),
@@ -116,15 +117,23 @@ EINS = ["ein", "ein", "ein_vjp_l", "ein_vjp_l", "ein_vjp_r", "ein_vjp_r"]
 
 
 # (2, 40, 24): 40 rows (whole tiles), 40 or 24 columns (a panel and row-wise columns);
-# (1, 3, 16): one batch, three rows (a short tile), three columns (row-wise: ein s and dq);
-# (2, 300, 32): K = 300 past one block (bf16: carried sums in chunks of rows).
+# (1, 3, 16): one batch, three rows (a short tile), three columns (ein s and dq: row-wise
+#   in f32 and bf16, under four lanes; f64's narrow vectors of two lanes take them);
+# (2, 300, 32): K = 300 past one block (bf16: carried sums in chunks of rows);
+# (2, 64, 4), (1, 40, 6): a head of 4 or 6 (tutorial 03's): the weighted sum and dq in
+#   narrow vectors (6: four lanes, then two row-wise columns).
+SHORT = ["ein", "ein_vjp_l", "ein_vjp_r", "ein_vjp_r"]
+
+
 @pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
 @pytest.mark.parametrize(
     ("dims", "eins"),
     [
         ((2, 40, 24), EINS),
-        ((1, 3, 16), ["ein", "ein_vjp_l", "ein_vjp_r", "ein_vjp_r"]),
+        ((1, 3, 16), {"f64": EINS, "f32": SHORT, "bf16": SHORT}),
         ((2, 300, 32), EINS),
+        ((2, 64, 4), EINS),
+        ((1, 40, 6), EINS),
     ],
 )
 def test_attention_eins_give_the_row_wise_bits(tmp_path, dtype, dims, eins) -> None:
@@ -133,5 +142,6 @@ def test_attention_eins_give_the_row_wise_bits(tmp_path, dtype, dims, eins) -> N
     b, t, e = dims
     case = _setup(str(src), "g", {"B": b, "T": t, "E": e})
     p = _compile(case, dtype)
-    assert sorted(k.name for _, k in p.host.kernels if _scratch(k)) == eins
+    expected = eins[dtype] if isinstance(eins, dict) else eins
+    assert sorted(k.name for _, k in p.host.kernels if _scratch(k)) == expected
     assert _bits(case, dtype) == _bits(case, dtype, tiles=False)

@@ -93,3 +93,20 @@ def test_libm_lane_forms_only_with_64_byte_registers(tmp_path, monkeypatch, widt
     p = _compile(c, "f32")
     assert ("presk_erff_lanes(presk_lv" in p.c_text) == lanes
     assert _bits(c, "f32") == _bits(c, "f32", tiles=False)
+
+
+@pytest.mark.parametrize(("dtype", "head", "lanes"), [("f32", 4, 4), ("f32", 12, 8), ("f64", 2, 2)])
+def test_a_product_narrower_than_a_register_takes_narrower_vectors(tmp_path, dtype, head, lanes):
+    """Attention's weighted sum at a head of 4 (tutorial 03's) or 12 columns: vectors of the
+    most lanes, down to 16 bytes, its columns fill, each lane still one output element."""
+    src = tmp_path / "attention.psk"
+    src.write_text(ATTENTION)
+    c = _setup(str(src), "g", {"B": 1, "T": 40, "E": head})
+    p = _compile(c, dtype)
+    (text,) = [
+        kernel_text(k)
+        for _, k in p.host.kernels
+        if k.name == "ein" and k.outputs[0].shape[-1] == head
+    ]
+    assert {int(n) for n in re.findall(r"\.\.\+(\d+)\]", text)} == {lanes}
+    assert _bits(c, dtype) == _bits(c, dtype, tiles=False)

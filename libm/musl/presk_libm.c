@@ -703,7 +703,7 @@ static double exp_specialcase(double tmp, uint64_t sbits, uint64_t ki)
 	return y;
 }
 
-double presk_exp(double x)
+PRESK_LIBM_FN double presk_exp(double x)
 {
 	uint32_t abstop;
 	uint64_t ki, idx, top, sbits;
@@ -773,7 +773,7 @@ static const double LOG_B[11] = {
 	0x1.78182f7afd085p-4, -0x1.5521375d145cdp-4,
 };
 
-double presk_log(double x)
+PRESK_LIBM_FN double presk_log(double x)
 {
 	double w, z, r, r2, r3, y, invc, logc, kd, hi, lo;
 	uint64_t ix, iz, tmp;
@@ -860,7 +860,7 @@ static const double EXPF_C[3] = {
 	0x1.62e42ff0c52d6p-1 / EXP2F_N,
 };
 
-float presk_expf(float x)
+PRESK_LIBM_FN float presk_expf(float x)
 {
 	uint32_t abstop;
 	uint64_t ki, t;
@@ -911,7 +911,7 @@ static const double LOGF_A[3] = {
 	-0x1.00ea348b88334p-2, 0x1.5575b0be00b6ap-2, -0x1.ffffef20a4123p-2,
 };
 
-float presk_logf(float x)
+PRESK_LIBM_FN float presk_logf(float x)
 {
 	double z, r, r2, y, y0, invc, logc;
 	uint32_t ix, iz, tmp;
@@ -1006,7 +1006,7 @@ static double exp_hilo(double x, double *lo)
 	return hi;
 }
 
-double presk_tanh(double x)
+PRESK_LIBM_FN double presk_tanh(double x)
 {
 	uint64_t u = pk_asu64(x);
 	uint32_t w;
@@ -1051,7 +1051,7 @@ double presk_tanh(double x)
 	return sign ? -t : t;
 }
 
-float presk_tanhf(float x)
+PRESK_LIBM_FN float presk_tanhf(float x)
 {
 	/* The double result is within 0.51 ulp (of double): rounding it to float
 	   is off by at most 0.5 + 2^-28 float ulp.  NaNs and signed zeros pass. */
@@ -1498,7 +1498,7 @@ static float k_cosdf(double x)
 /* sin / cos (musl sin.c, cos.c)                                            */
 /* ------------------------------------------------------------------------ */
 
-double presk_sin(double x)
+PRESK_LIBM_FN double presk_sin(double x)
 {
 	double y[2];
 	uint32_t ix;
@@ -1533,7 +1533,7 @@ double presk_sin(double x)
 	}
 }
 
-double presk_cos(double x)
+PRESK_LIBM_FN double presk_cos(double x)
 {
 	double y[2];
 	uint32_t ix;
@@ -1578,7 +1578,7 @@ static const double S2PIO2 = 2 * PIO2_D;
 static const double S3PIO2 = 3 * PIO2_D;
 static const double S4PIO2 = 4 * PIO2_D;
 
-float presk_sinf(float x)
+PRESK_LIBM_FN float presk_sinf(float x)
 {
 	double y;
 	uint32_t ix;
@@ -1631,7 +1631,7 @@ float presk_sinf(float x)
 	}
 }
 
-float presk_cosf(float x)
+PRESK_LIBM_FN float presk_cosf(float x)
 {
 	double y;
 	uint32_t ix;
@@ -1786,7 +1786,7 @@ static double erfc2(uint32_t ix, double x)
 	return presk_exp(-z * z - 0.5625) * presk_exp((z - x) * (z + x) + R / S) / x;
 }
 
-double presk_erf(double x)
+PRESK_LIBM_FN double presk_erf(double x)
 {
 	double r, s, z, y;
 	uint32_t ix;
@@ -1909,7 +1909,7 @@ static float erfc2f(uint32_t ix, float x)
 	return presk_expf(-z * z - 0.5625f) * presk_expf((z - x) * (z + x) + R / S) / x;
 }
 
-float presk_erff(float x)
+PRESK_LIBM_FN float presk_erff(float x)
 {
 	float r, s, z, y;
 	uint32_t ix;
@@ -2447,8 +2447,15 @@ static inline __attribute__((always_inline)) void pk_erff16(pk_v16f *out, const 
 
 /* ---- the entry points: y[l] = f(x[l]) for every lane; y may be x ---- */
 
+/* Definitions a caller in the same unit takes inline (presk_libm.h declares them without
+   `inline`, so they are external ones too, unless the unit's copy is private): the native
+   backend's units and an exported model.c include this file, so a kernel's block of lanes
+   keeps its vectors in registers instead of spilling every live one around a call and
+   passing 64 bytes through memory. */
+#define PK_LANES_ENTRY PRESK_LIBM_FN inline __attribute__((always_inline))
+
 #define PK_LANES8(entry, lanes)                      \
-	void entry(double *y, const double *x)       \
+	PK_LANES_ENTRY void entry(double *y, const double *x) \
 	{                                            \
 		pk_v8d v;                            \
 		memcpy(&v, x, sizeof v);             \
@@ -2456,7 +2463,7 @@ static inline __attribute__((always_inline)) void pk_erff16(pk_v16f *out, const 
 		memcpy(y, &v, sizeof v);             \
 	}
 #define PK_LANES16(entry, lanes)                     \
-	void entry(float *y, const float *x)         \
+	PK_LANES_ENTRY void entry(float *y, const float *x) \
 	{                                            \
 		pk_v16f v;                           \
 		memcpy(&v, x, sizeof v);             \
@@ -2473,6 +2480,7 @@ PK_LANES16(presk_tanhf_lanes, pk_tanhf16)
 PK_LANES16(presk_erff_lanes, pk_erff16)
 #undef PK_LANES8
 #undef PK_LANES16
+#undef PK_LANES_ENTRY
 
 #endif /* __GNUC__ */
 

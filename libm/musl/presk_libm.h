@@ -19,6 +19,17 @@
 extern "C" {
 #endif
 
+/* A unit that includes presk_libm.c itself (the native backend's, an exported model.c)
+ * defines PRESK_LIBM_PRIVATE first: its copy of every function is then static, so two
+ * such units link into one program, and its kernels take the lane forms inline. */
+#if defined(PRESK_LIBM_PRIVATE) && defined(__GNUC__)
+#define PRESK_LIBM_FN static __attribute__((unused))
+#elif defined(PRESK_LIBM_PRIVATE)
+#define PRESK_LIBM_FN static
+#else
+#define PRESK_LIBM_FN
+#endif
+
 /* Every function's result depends on its argument alone (no errno, no state): saying
  * so lets a compiler merge repeated calls and lets Polly model a nest that calls one. */
 #if defined(__GNUC__)
@@ -27,19 +38,19 @@ extern "C" {
 #define PRESK_LIBM_CONST
 #endif
 
-double presk_exp(double x) PRESK_LIBM_CONST;
-double presk_log(double x) PRESK_LIBM_CONST;
-double presk_tanh(double x) PRESK_LIBM_CONST;
-double presk_sin(double x) PRESK_LIBM_CONST;
-double presk_cos(double x) PRESK_LIBM_CONST;
-double presk_erf(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_exp(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_log(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_tanh(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_sin(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_cos(double x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN double presk_erf(double x) PRESK_LIBM_CONST;
 
-float presk_expf(float x) PRESK_LIBM_CONST;
-float presk_logf(float x) PRESK_LIBM_CONST;
-float presk_tanhf(float x) PRESK_LIBM_CONST;
-float presk_sinf(float x) PRESK_LIBM_CONST;
-float presk_cosf(float x) PRESK_LIBM_CONST;
-float presk_erff(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_expf(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_logf(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_tanhf(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_sinf(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_cosf(float x) PRESK_LIBM_CONST;
+PRESK_LIBM_FN float presk_erff(float x) PRESK_LIBM_CONST;
 
 /* Lanes (GCC and Clang vector extensions): y[l] = presk_exp(x[l]) for each of
  * PRESK_LANES_F64 doubles, y[l] = presk_expf(x[l]) for each of PRESK_LANES_F32
@@ -47,14 +58,14 @@ float presk_erff(float x) PRESK_LIBM_CONST;
 #if defined(__GNUC__)
 #define PRESK_LANES_F64 8
 #define PRESK_LANES_F32 16
-void presk_exp_lanes(double *y, const double *x);
-void presk_log_lanes(double *y, const double *x);
-void presk_tanh_lanes(double *y, const double *x);
-void presk_erf_lanes(double *y, const double *x);
-void presk_expf_lanes(float *y, const float *x);
-void presk_logf_lanes(float *y, const float *x);
-void presk_tanhf_lanes(float *y, const float *x);
-void presk_erff_lanes(float *y, const float *x);
+PRESK_LIBM_FN void presk_exp_lanes(double *y, const double *x);
+PRESK_LIBM_FN void presk_log_lanes(double *y, const double *x);
+PRESK_LIBM_FN void presk_tanh_lanes(double *y, const double *x);
+PRESK_LIBM_FN void presk_erf_lanes(double *y, const double *x);
+PRESK_LIBM_FN void presk_expf_lanes(float *y, const float *x);
+PRESK_LIBM_FN void presk_logf_lanes(float *y, const float *x);
+PRESK_LIBM_FN void presk_tanhf_lanes(float *y, const float *x);
+PRESK_LIBM_FN void presk_erff_lanes(float *y, const float *x);
 #endif
 
 #ifdef __cplusplus

@@ -39,11 +39,13 @@ KEY_CDEF = "typedef struct { uint32_t k[2]; } presk_key;"
 
 @cache
 def runtime_text() -> str:
-    """The runtime and the libm, pasted into every unit."""
+    """The runtime and the libm, pasted into every unit: the libm as the unit's private
+    copy, whose lane forms its kernels take inline (presk_libm.h)."""
     parts = [
         resources.read("runtime/c/presk_rt.h"),
         resources.read("runtime/c/presk_rng.h"),
         _strip_local_includes(resources.read("runtime/c/presk_rng.c")),
+        "#define PRESK_LIBM_PRIVATE",
         resources.read("libm/musl/presk_libm.h"),
         _strip_local_includes(resources.read("libm/musl/presk_libm.c")),
     ]

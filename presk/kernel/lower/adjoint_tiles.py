@@ -17,7 +17,8 @@ f32 scratch and are rounded once), so the bits are the row-wise form's.
 Edges keep those bits too: the last block of K may be short, the last row
 tile (of twelve rows, as the forward
 dot's) has fewer rows, and columns past the last whole panel take the
-row-wise sum itself. Narrower than one vector, a product stays row-wise.
+row-wise sum itself. Narrower than one register, a product takes vectors of
+fewer lanes, down to 16 bytes (`narrow_lanes`); narrower still, it stays row-wise.
 
 Where A is read by columns (`dot_vjp_r`'s x[k, i]: a step in k jumps a
 whole row of x, a page apart for wide layers), the rows come in chunks and
@@ -255,7 +256,7 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
         return None
     arith = ir.arith(dtype)
     size = ELEMENT_BYTES[arith]
-    lanes = vector_lanes(arith)
+    lanes = narrow_lanes(p.n, arith)
     vectors = PACK_VECTORS if p.n % (PACK_VECTORS * lanes) == 0 else 1
     width = lanes * vectors
     panels = p.n // width
@@ -288,6 +289,22 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
     for var, bound in reversed(p.batch):
         main = (For(var, bound, main),)
     return main
+
+
+# The narrowest vector the narrow products take: 16 bytes (four f32 lanes, two f64).
+NARROW_BYTES = 16
+
+
+def narrow_lanes(n: int, arith: str) -> int:
+    """A register's lanes, or for fewer columns (attention's weighted sum at a head width
+    of 4 or 8) the most lanes, halving down to 16 bytes, that `n` columns fill: each lane
+    is still one output element, and a tile of rows in such narrow vectors keeps as many
+    sums going at once as a wide one."""
+    lanes = vector_lanes(arith)
+    floor = NARROW_BYTES // ELEMENT_BYTES[arith]
+    while lanes > n and lanes // 2 >= floor:
+        lanes //= 2
+    return lanes
 
 
 # A chunk of rows whose block of A is copied once for every panel: this many row tiles.
