@@ -26,6 +26,7 @@ os.environ.pop("OPENBLAS_CORETYPE", None)
 os.environ.pop("OPENBLAS_L2_SIZE", None)
 
 import numpy as np
+from benchtools import SETTLE_S
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "out" / "layout.json"
@@ -102,10 +103,12 @@ def gemm_space() -> None:
         ours: dict[int, float] = {}
         theirs = float("inf")
         with _blas(threads):  # type: ignore[attr-defined]
-            for _ in range(3):  # alternate the two sides
+            for _ in range(3):  # alternate the two sides, each after the other's spin ends
                 for i in range(len(candidates)):
                     if tb.points[i].refused is None:
+                        time.sleep(SETTLE_S)
                         ours[i] = min(ours.get(i, float("inf")), min(tb.time(i, threads, 2)))
+                time.sleep(SETTLE_S)
                 theirs = min(theirs, best_time(lambda: a @ b, 3))
         fastest = min(ours, key=lambda i: ours[i])
         t = ours[fastest]
