@@ -17,6 +17,7 @@ without lanes), while one NaN gives the same bits whatever the order.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,42 @@ def test_a_long_bf16_row_computes_each_exponential_again(
     assert "f32[37]" not in text
     scalar, _ = _bits(str(path), 37, "bf16", tiles=False)
     assert lanes == scalar
+
+
+# Rows of a three-axis softmax: their sums are taken eight rows at a time (softmax.py,
+# `_interleaved`) along the row axis's neighbour, masked or not, the row axis last or not.
+ROWS3 = """dim R
+dim N
+fn rows3(x : ℝ[b: 2, r: R, n: N], m : bool[b: 2, r: R, n: N]) ->
+    (ℝ[b: 2, r: R, n: N], ℝ[b: 2, r: R, n: N], ℝ[b: 2, r: R, n: N], ℝ[b: 2, r: R, n: N]) =
+  (softmax(axis n, x, where = m), softmax(axis n, x),
+   softmax(axis r, x, where = m), softmax(axis r, x))
+"""
+
+
+def _bits3(path: str, n: int, dtype: str, tiles: bool) -> tuple[list[bytes], str]:
+    compiled, *_ = compile_path(
+        path, "rows3", {"R": R, "N": n}, Realization(dtype), 1, banner="rows3", tiles=tiles
+    )
+    rng = np.random.default_rng(n)
+    x = np.stack([_values(n, rng), _values(n, rng)[::-1]])
+    m = np.stack([_masks(n, rng), _masks(n, rng)[::-1]]).astype(np.int64)
+    text = "\n".join(kernel_text(k) for _, k in compiled.host.kernels)
+    return [a.tobytes() for a in compiled.raw([_storage(x, dtype), m])], text
+
+
+# 5: fewer rows than a block along r (12 = a block and a tail of 4 along n's rows);
+# 8: one block; 37: blocks and a tail.
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+@pytest.mark.parametrize("n", [5, 8, 37])
+def test_rows_summed_eight_at_a_time_give_the_scalar_bits(
+    tmp_path: Path, dtype: str, n: int
+) -> None:
+    path = tmp_path / "rows3.psk"
+    path.write_text(ROWS3, encoding="utf-8")
+    lanes, text = _bits3(str(path), n, dtype, tiles=True)
+    scalar, _ = _bits3(str(path), n, dtype, tiles=False)
+    # Eight sums side by side: one loop adds into eight scalars.
+    assert re.search(r"(s\d+ = \(s\d+ \+ %\d+\[[^\n]*\n\s*){8}", text)
+    for i, (a, b) in enumerate(zip(lanes, scalar, strict=True)):
+        assert a == b, f"output {i} differs"

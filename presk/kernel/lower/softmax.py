@@ -19,9 +19,11 @@ from presk.kernel.ir import (
     Expr,
     Fn,
     For,
+    IBin,
     IConst,
     If,
     Index,
+    IntOp,
     IVar,
     Let,
     Libm,
@@ -89,6 +91,9 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     log = step.name == PrimName.LOG_SOFTMAX
     if names.tiles and names.passes == 3:
         row = _Row(x, out, outer, pos, j, n, names, launch)
+        # Rows in blocks of the innermost outer loop, the loops around it left to the split.
+        if not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS:
+            return _interleaved(row, sizes, mask if isinstance(mask, Buffer) else None, (m, s))
         return nest(sizes, outer, row.softmax((m, s, e), log, keeps))
     if keeps is None:
         first = _plain_max(x, outer, pos, j, n, m)
@@ -125,6 +130,83 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         ),
     )
     return nest(sizes, outer, body)
+
+
+# Rows whose sums one loop over the row's elements takes together (eight chains of adds).
+SUM_ROWS = 8
+
+
+def _interleaved(
+    row: _Row, sizes: list[int], mask: Buffer | None, scalars: tuple[str, str]
+) -> tuple[Stmt, ...]:
+    """The three passes with the sums of `SUM_ROWS` rows taken in one loop.
+
+    Each row's sum is one chain of dependent adds in increasing order, which no
+    vector may reorder; rows are independent, so the exponentials of every row of
+    the innermost outer loop are stored first (0 at refused positions), then each
+    block of rows adds its stored elements into its own sums, side by side, and
+    divides. A refused position adds its stored +0: a sum of terms ≥ +0 (or NaN)
+    is unchanged by it, bit for bit, so every sum is the three passes' own.
+    """
+    m, s = scalars
+    x, out, outer, pos, j, n, names = row.x, row.out, row.outer, row.pos, row.j, row.n, row.names
+    last, count = outer[-1], sizes[-1]
+
+    def index(r: Index, k: Index) -> tuple[Index, ...]:
+        idx: list[Index] = [IVar(v) for v in outer[:-1]] + [r]
+        idx.insert(pos, k)
+        return tuple(idx)
+
+    def keeps(r: Index, k: Index) -> Cmp | None:
+        if mask is None:
+            return None
+        return Cmp(CmpOp.NE, _load_at(mask, x, index(r, k)), IConst(0))
+
+    def keeps_here(k: Index) -> Cmp:
+        ok = keeps(IVar(last), k)
+        assert ok is not None
+        return ok
+
+    allowed = keeps(IVar(last), IVar(j))
+    store: Stmt = Store(out, row.at, row.exponent(m))
+    zero: Stmt = Store(out, row.at, ZERO)
+    exps = For(j, n, (store,) if allowed is None else (If(allowed, (store,), (zero,)),))
+    first = row.maximum(m, None if mask is None else keeps_here)
+
+    def block(base: Index, rows: int) -> tuple[Stmt, ...]:
+        sums = [names.scalar() for _ in range(rows)]
+        at = [index(IBin(IntOp.ADD, base, IConst(r)), IVar(j)) for r in range(rows)]
+        adds = tuple(
+            Let(t, Bin(BinOp.ADD, Var(t), Load(out, a))) for t, a in zip(sums, at, strict=True)
+        )
+        out_stmts: list[Stmt] = [*(Let(t, ZERO) for t in sums), For(j, n, adds)]
+        for r, (t, a) in enumerate(zip(sums, at, strict=True)):
+            divide: Stmt = Store(out, a, Bin(BinOp.DIV, Load(out, a), Var(t)))
+            ok = keeps(IBin(IntOp.ADD, base, IConst(r)), IVar(j))
+            if ok is None:
+                out_stmts.append(For(j, n, (divide,)))
+                continue
+            # As the three passes: +0 / s is +0 for s > 0; a sum of 0 or NaN divides only
+            # the allowed positions.
+            out_stmts.append(
+                If(
+                    Cmp(CmpOp.GT, Var(t), ZERO),
+                    (For(j, n, (divide,)),),
+                    (For(j, n, (If(ok, (divide,), (Store(out, a, ZERO),)),)),),
+                )
+            )
+        return tuple(out_stmts)
+
+    blocks, rest = divmod(count, SUM_ROWS)
+    rb = names.loop()
+    body: list[Stmt] = [
+        For(last, count, (first, exps)),
+        For(rb, blocks, block(IBin(IntOp.MUL, IVar(rb), IConst(SUM_ROWS)), SUM_ROWS)),
+    ]
+    if rest:
+        body.extend(block(IConst(blocks * SUM_ROWS), rest))
+    del s
+    return nest(sizes[:-1], outer[:-1], tuple(body))
 
 
 def _load_at(mask: Buffer, x: Buffer, index: tuple[Index, ...]) -> Load:
