@@ -10,6 +10,7 @@ entries of one program share one library.
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -299,6 +300,44 @@ def test_two_entries_in_one_library(tmp_path: Path) -> None:
     lib.mlp_mse_arena_bytes.restype = ctypes.c_size_t
     lib.mlp_mse_grad_arena_bytes.restype = ctypes.c_size_t
     assert lib.mlp_arena_bytes() == max(lib.mlp_mse_arena_bytes(), lib.mlp_mse_grad_arena_bytes())
+
+
+def test_a_plan_lays_out_the_sites_of_several_entries(tmp_path: Path) -> None:
+    """Each entry takes the plan's points at its own sites (the loss's forward product, the
+    gradient's weight product), and keeps the native backend's bits."""
+    source, dims = "tests/examples/mlp/mlp.psk", {"D": 4, "B": 3}
+    plan = tmp_path / "plan.json"
+    layout = {"MLP.apply/%3": {"tile": [2, 4]}, "MLP.apply.bwd[θ]/%11": {"tile": [1, 1]}}
+    plan.write_text(json.dumps({"realization": "f32", "layout": layout}), encoding="utf-8")
+    out, plain = tmp_path / "lib", tmp_path / "plain"
+    export(out, source, ["mse", "mse_grad"], dims, "f32", "--name", "mlp", "--plan", f"@{plan}")
+    export(plain, source, ["mse", "mse_grad"], dims, "f32", "--name", "mlp")
+    for kernels in ("mlp_kernels0.c", "mlp_kernels1.c"):  # each entry laid out by its share
+        assert (out / kernels).read_text() != (plain / kernels).read_text(), kernels
+    make(out)
+    calls, expected = [], {}
+    for tag, entry in (("a", "mse"), ("b", "mse_grad")):
+        compiled, buffers, expected[tag] = native(source, entry, dims, "f32")
+        write_inputs(out, tag, buffers)
+        calls.append(c_call(f"mlp_{entry}", "mlp", compiled, tag))
+    main = C_MAIN.format(includes='#include "mlp.h"', calls="\n".join(calls))
+    run_program(out, "cc", main, ["-I.", "libmlp.a"])
+    for tag in expected:
+        same_bits(out, tag, expected[tag])
+
+
+def test_a_plan_site_of_no_entry_is_refused(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"layout": {"nowhere/%9": {}}}), encoding="utf-8")
+    out = tmp_path / "lib"
+    code, stdout, err = run_presk(
+        "export", "tests/examples/mlp/mlp.psk", "--mode", "library", "--entry", "mse",
+        "--entry", "mse_grad", "--dim", "D=4", "--dim", "B=3", "--plan", f"@{plan}",
+        "-o", str(out),
+    )  # fmt: skip
+    assert (code, stdout) == (1, "") and err.count("\n") == 1, err
+    assert "names `nowhere/%9`, which is no nest of `mse` or `mse_grad` at these dims" in err
+    assert not out.exists()
 
 
 def test_one_function_at_two_type_arguments(tmp_path: Path) -> None:

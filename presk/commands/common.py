@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from presk.build.errors import BuildError, CacheError, LoadError
 from presk.diagnostics import (
@@ -37,6 +37,9 @@ from presk.machine import MAX_THREADS, default_threads
 from presk.syntax.deep import call_deep
 from presk.syntax.literals import LiteralRange, parse_literal
 from presk.types.check import CheckedProgram
+
+if TYPE_CHECKING:
+    from presk.pipeline import Request
 
 
 class Parser(argparse.ArgumentParser):
@@ -212,6 +215,29 @@ def planned_of(args: argparse.Namespace) -> Planned | None:
             )
         realization = chosen
     return Planned(realization, plan, text)
+
+
+def plan_shares(
+    named: list[tuple[str, Request]], layouts: Mapping[str, Layout]
+) -> list[dict[str, Layout]]:
+    """A plan's points for each of several compiled functions: each takes the points at
+    the sites its host program has (recorded, not compiled), so a site they share lays
+    out every one of them; a site of none is refused, as one entry's plan refuses it."""
+    from presk.pipeline import run_back_end
+
+    shares: list[dict[str, Layout]] = []
+    for _, request in named:
+        host = run_back_end(request, until="record").host
+        assert host is not None
+        shares.append({site: layouts[site] for site in host.nests if site in layouts})
+    unused = sorted(set(layouts) - {site for share in shares for site in share})
+    if unused:
+        names = " or ".join(f"`{name}`" for name, _ in named)
+        raise PlanError(
+            f"the plan names `{unused[0]}`, which is no nest of {names} at these dims "
+            "(sites are named as `presk dump --stage core` names them)"
+        )
+    return shares
 
 
 def _plan_refused(error: PlanError) -> None:

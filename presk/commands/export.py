@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 
 from presk.commands.common import (
     Chosen,
@@ -15,12 +16,13 @@ from presk.commands.common import (
     file_args,
     guard,
     plan_arg,
+    plan_shares,
     planned_of,
     realization_arg,
     refuse_later_flags,
     threads_of,
 )
-from presk.diagnostics import NotBuiltYet, UsageError, printable
+from presk.diagnostics import UsageError, printable
 from presk.elab.ty import at_dims
 from presk.entries import concrete_type, natural
 from presk.export.budget import BUDGET_VARIABLE, DEFAULT_BUDGET, Choice, choice_of
@@ -31,6 +33,7 @@ from presk.export.train import CTrain, plan_train
 from presk.export.write import check_target, write_plan
 from presk.host.realization import Realization
 from presk.interp.synth import draw_inputs
+from presk.kernel.layout import Layout
 from presk.pipeline import Request, compile_entry, core_module, front_end, run_back_end
 from presk.train.data import load as load_data
 from presk.types.check import CheckedProgram
@@ -271,16 +274,24 @@ def _library(
     planned: Planned,
     threads: int,
 ) -> int:
-    """`--mode library`: each entry compiled as the native backend runs it, in one library."""
-    if planned.plan.layouts and len(entries) > 1:
-        raise NotBuiltYet("--plan in a library of several entries (a plan lays out one entry)")
+    """`--mode library`: each entry compiled as the native backend runs it, in one library.
 
+    A plan lays out sites; of several entries, each takes the plan's points at the sites
+    it has (entries that call one function share its sites), and a site no entry has is
+    refused as it is for one entry."""
     name = library_name(args.name, args.file)
     if len(entries) > 1:
         _unused_dims(checked, entries, args.dim)
+    chosen_all = [_library_entry(checked, text, args.dim, len(entries) > 1) for text in entries]
+    layouts: list[Mapping[str, Layout]] = [planned.plan.layouts] * len(entries)
+    if planned.plan.layouts and len(entries) > 1:
+        requests = [
+            (c.entry.text, Request(c.checked, c.entry, c.binding, planned.realization, threads))
+            for c in chosen_all
+        ]
+        layouts = list(plan_shares(requests, planned.plan.layouts))
     compiled = []
-    for text in entries:
-        chosen = _library_entry(checked, text, args.dim, len(entries) > 1)
+    for chosen, entry_layouts in zip(chosen_all, layouts, strict=True):
         dims, prefix = chosen.binding.dims, chosen.binding.shown_prefix
         info = chosen.entry.info
         assert info.ret is not None
@@ -291,7 +302,7 @@ def _library(
             planned.realization,
             threads,
             banner=export_banner(args.file, chosen.entry.text, dims, args.realize),
-            layouts=planned.plan.layouts,
+            layouts=entry_layouts,
             machine_threads=threads_of(args.threads),
         )
         output_type = concrete_type(info.ret, dims, prefix)

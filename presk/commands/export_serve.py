@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from presk.commands.common import block_export_flags, program_of
+from presk.commands.common import block_export_flags, plan_shares, program_of
 from presk.diagnostics import UsageError, printable
 from presk.entries import Binding, Entry
 from presk.export.serve import CServe, plan_serve
 from presk.export.write import check_target, write_plan
-from presk.host.plan import PlanError
 from presk.host.realization import Realization
 from presk.kernel.layout import Layout
-from presk.pipeline import Request, run_back_end
+from presk.pipeline import Request
 from presk.serve.generate import generate, native_step, prepare
 from presk.types.check import CheckedProgram
 from presk.types.scope import param_leaves
@@ -111,21 +110,13 @@ def _planned(
     functions = {False: block.generate, True: block.greedy}
     if not layouts:
         return {False: {}, True: {}}
-    planned: dict[bool, dict[str, Layout]] = {}
-    for greedy, info in functions.items():
-        if info is None:
-            continue
-        binding = Binding({**dims, block.batch: 1}, None)
-        request = Request(checked, Entry(info, info.name, {}), binding, realization)
-        host = run_back_end(request, until="record").host
-        assert host is not None
-        planned[greedy] = {site: layouts[site] for site in host.nests if site in layouts}
-    unused = sorted(set(layouts) - {site for mine in planned.values() for site in mine})
-    if unused:
-        names = " or ".join(f"`{info.name}`" for info in functions.values() if info is not None)
-        raise PlanError(
-            f"the plan names `{unused[0]}`, which is no nest of {names} at these dims "
-            "(sites are named as `presk dump --stage core` names them)"
-        )
+    binding = Binding({**dims, block.batch: 1}, None)
+    named = [
+        (greedy, info.name, Request(checked, Entry(info, info.name, {}), binding, realization))
+        for greedy, info in functions.items()
+        if info is not None
+    ]
+    shares = plan_shares([(name, request) for _, name, request in named], layouts)
+    planned = {greedy: share for (greedy, _, _), share in zip(named, shares, strict=True)}
     planned.setdefault(True, {})
     return planned
