@@ -1072,7 +1072,7 @@ static int rem_pio2_large(const double *x, double *y, int e0, int nx, int prec)
 {
 	static const int init_jk[] = {3, 4}; /* terms of 2/pi needed, by prec */
 	int32_t jz, jx, jv, jp, jk, carry, n, iq[20], i, j, k, m, q0, ih;
-	double z, fw, f[20], fq[20], q[20];
+	double z, fw, f[20], fq[20] = {0}, q[20]; /* every fq read is written first; the zeros quiet gcc -Wmaybe-uninitialized */
 
 	/* initialize jk */
 	jk = init_jk[prec];
