@@ -288,6 +288,9 @@ def main(argv=None):
         print(f"train.py: {{total}} steps of {model}{{processes}}, final loss {{loss:.6f}}, "
               f"weights in {{where}}")
     if distributed is not None:
+        # Every rank waits for rank 0's checkpoint: a rank tearing gloo down while a peer
+        # still works makes that peer's connection fail, and the process aborts at exit.
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
