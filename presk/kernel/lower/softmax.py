@@ -93,7 +93,7 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         row = _Row(x, out, outer, pos, j, n, names, launch)
         # Rows in blocks of the innermost outer loop, the loops around it left to the split.
         if not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS:
-            return _interleaved(row, sizes, mask if isinstance(mask, Buffer) else None, (m, s))
+            return _interleaved(row, sizes, mask if isinstance(mask, Buffer) else None, m)
         return nest(sizes, outer, row.softmax((m, s, e), log, keeps))
     if keeps is None:
         first = _plain_max(x, outer, pos, j, n, m)
@@ -136,9 +136,7 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
 SUM_ROWS = 8
 
 
-def _interleaved(
-    row: _Row, sizes: list[int], mask: Buffer | None, scalars: tuple[str, str]
-) -> tuple[Stmt, ...]:
+def _interleaved(row: _Row, sizes: list[int], mask: Buffer | None, m: str) -> tuple[Stmt, ...]:
     """The three passes with the sums of `SUM_ROWS` rows taken in one loop.
 
     Each row's sum is one chain of dependent adds in increasing order, which no
@@ -148,7 +146,6 @@ def _interleaved(
     divides. A refused position adds its stored +0: a sum of terms ≥ +0 (or NaN)
     is unchanged by it, bit for bit, so every sum is the three passes' own.
     """
-    m, s = scalars
     x, out, outer, pos, j, n, names = row.x, row.out, row.outer, row.pos, row.j, row.n, row.names
     last, count = outer[-1], sizes[-1]
 
@@ -205,7 +202,6 @@ def _interleaved(
     ]
     if rest:
         body.extend(block(IConst(blocks * SUM_ROWS), rest))
-    del s
     return nest(sizes[:-1], outer[:-1], tuple(body))
 
 
