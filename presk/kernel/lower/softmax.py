@@ -65,10 +65,20 @@ def _rows(x: Buffer, axis: str | None, names: Names) -> tuple[list[str], list[in
     return outer, sizes, vars_[position], position, x.shape[position]
 
 
-def _at(x: Buffer, outer: list[str], position: int, j: Index) -> tuple[Index, ...]:
+def _at(
+    x: Buffer, outer: list[str], position: int, j: Index, row: Index | None = None
+) -> tuple[Index, ...]:
+    """Element `j` of a row; `row` in place of the innermost outer variable if given."""
     idx: list[Index] = [IVar(v) for v in outer]
+    if row is not None:
+        idx[-1] = row
     idx.insert(position, j)
     return tuple(idx)
+
+
+def _allowed(mask: Buffer, x: Buffer, at: tuple[Index, ...]) -> Cmp:
+    """Whether the mask keeps element `at` of `x`."""
+    return Cmp(CmpOp.NE, _load_at(mask, x, at), IConst(0))
 
 
 def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
@@ -84,16 +94,15 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
         mask_buffer = mask
 
         def keeps(k: Index) -> Cmp:
-            index: list[Index] = [IVar(v) for v in outer]
-            index.insert(pos, k)
-            return Cmp(CmpOp.NE, _load_at(mask_buffer, x, tuple(index)), IConst(0))
+            return _allowed(mask_buffer, x, _at(x, outer, pos, k))
 
     log = step.name == PrimName.LOG_SOFTMAX
     if names.tiles and names.passes == 3:
         row = _Row(x, out, outer, pos, j, n, names, launch)
         # Rows in blocks of the innermost outer loop, the loops around it left to the split.
         if not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS:
-            return _interleaved(row, sizes, mask if isinstance(mask, Buffer) else None, m)
+            mask_of = mask if isinstance(mask, Buffer) else None
+            return _interleaved(row, sizes, mask_of, keeps, m)
         return nest(sizes, outer, row.softmax((m, s, e), log, keeps))
     if keeps is None:
         first = _plain_max(x, outer, pos, j, n, m)
@@ -136,7 +145,9 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
 SUM_ROWS = 8
 
 
-def _interleaved(row: _Row, sizes: list[int], mask: Buffer | None, m: str) -> tuple[Stmt, ...]:
+def _interleaved(
+    row: _Row, sizes: list[int], mask: Buffer | None, keeps: AllowedFn | None, m: str
+) -> tuple[Stmt, ...]:
     """The three passes with the sums of `SUM_ROWS` rows taken in one loop.
 
     Each row's sum is one chain of dependent adds in increasing order, which no
@@ -148,41 +159,24 @@ def _interleaved(row: _Row, sizes: list[int], mask: Buffer | None, m: str) -> tu
     """
     x, out, outer, pos, j, n, names = row.x, row.out, row.outer, row.pos, row.j, row.n, row.names
     last, count = outer[-1], sizes[-1]
-
-    def index(r: Index, k: Index) -> tuple[Index, ...]:
-        idx: list[Index] = [IVar(v) for v in outer[:-1]] + [r]
-        idx.insert(pos, k)
-        return tuple(idx)
-
-    def keeps(r: Index, k: Index) -> Cmp | None:
-        if mask is None:
-            return None
-        return Cmp(CmpOp.NE, _load_at(mask, x, index(r, k)), IConst(0))
-
-    def keeps_here(k: Index) -> Cmp:
-        ok = keeps(IVar(last), k)
-        assert ok is not None
-        return ok
-
-    allowed = keeps(IVar(last), IVar(j))
     store: Stmt = Store(out, row.at, row.exponent(m))
     zero: Stmt = Store(out, row.at, ZERO)
-    exps = For(j, n, (store,) if allowed is None else (If(allowed, (store,), (zero,)),))
-    first = row.maximum(m, None if mask is None else keeps_here)
+    exps = For(j, n, (store,) if keeps is None else (If(keeps(IVar(j)), (store,), (zero,)),))
+    first = row.maximum(m, keeps)
 
     def block(base: Index, rows: int) -> tuple[Stmt, ...]:
         sums = [names.scalar() for _ in range(rows)]
-        at = [index(IBin(IntOp.ADD, base, IConst(r)), IVar(j)) for r in range(rows)]
+        at = [_at(x, outer, pos, IVar(j), IBin(IntOp.ADD, base, IConst(r))) for r in range(rows)]
         adds = tuple(
             Let(t, Bin(BinOp.ADD, Var(t), Load(out, a))) for t, a in zip(sums, at, strict=True)
         )
         out_stmts: list[Stmt] = [*(Let(t, ZERO) for t in sums), For(j, n, adds)]
-        for r, (t, a) in enumerate(zip(sums, at, strict=True)):
+        for t, a in zip(sums, at, strict=True):
             divide: Stmt = Store(out, a, Bin(BinOp.DIV, Load(out, a), Var(t)))
-            ok = keeps(IBin(IntOp.ADD, base, IConst(r)), IVar(j))
-            if ok is None:
+            if mask is None:
                 out_stmts.append(For(j, n, (divide,)))
                 continue
+            ok = _allowed(mask, x, a)
             # As the three passes: +0 / s is +0 for s > 0; a sum of 0 or NaN divides only
             # the allowed positions.
             out_stmts.append(
