@@ -315,3 +315,22 @@ def test_reprice_refuses_what_is_not_a_day(profile: Path, tmp_path: Path) -> Non
     assert (code, out) == (1, "") and err.count("\n") == 1, err
     code, _, err = run_presk("reprice", str(tmp_path))
     assert code == 2 and err.count("\n") == 1
+
+
+def test_plan_gives_a_bias_to_its_products_epilogue(profile: Path, tmp_path: Path) -> None:
+    out_path = tmp_path / "plan.json"
+    entry = ("tutorial/01_linear.psk", "--entry", "Linear{40, 24}.apply", "--dim", "batch=6")
+    code, out, err = run_presk(
+        "plan", *entry, "--realize", "f32", "--profile", str(profile), "--out", str(out_path)
+    )
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if not line.startswith("--")}
+    product, add = "Linear.apply/%3", "Linear.apply/%5"
+    assert set(rows) == {product, add}, rows
+    assert rows[product].endswith("epilogue") and f"the epilogue of {product}" in rows[add]
+    plan = json.loads(out_path.read_text())
+    assert set(plan["layout"]) == {product} and plan["layout"][product]["epilogue"] is True
+    native = ("run", *entry, "--backend", "native")
+    plain = run_presk(*native, "--realize", "f32")
+    planned = run_presk(*native, "--plan", f"@{out_path}")
+    assert plain[0] == 0 and planned == plain

@@ -324,6 +324,9 @@ class _Printer:
             lane = f"{base}[({at}) + presk_l] = presk_f32_to_bf16({self.vexpr(value)}[presk_l]);"
             return f"for (int presk_l = 0; presk_l < {lanes}; presk_l++) {lane}"
         vtype = self.vector_type(lanes)
+        if not isinstance(value, ir.VVar):  # a sum (a bias epilogue's) has no address
+            copy = f"memcpy(&{base}[{at}], &presk_v, sizeof({vtype}));"
+            return f"{{ {vtype} presk_v = {self.vexpr(value)}; {copy} }}"
         return f"memcpy(&{base}[{at}], &{self.vexpr(value)}, sizeof({vtype}));"
 
     def vexpr(self, v: ir.VExpr) -> str:

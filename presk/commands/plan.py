@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 from presk.commands.common import (
     choose_entry,
@@ -106,6 +107,9 @@ def _plan(args: argparse.Namespace) -> int:
     ]
     layouts: dict[str, Layout] = {}
     total = 0
+    # Every product an add alone reads takes it as its epilogue: the add's launch and its
+    # passes over the output go, for one more load an element in the product's kernel.
+    finished = {add: product for product, add in captured.epilogues.items()}
     for nest in captured.nests:
         points = priced(nest, profile, threads)
         if not points:
@@ -113,10 +117,16 @@ def _plan(args: argparse.Namespace) -> int:
         total += len(points)
         best_point, best = min(points, key=lambda pc: pc[1])  # the first of equals
         undecided = sum(cost <= best * (1 + u) for _, cost in points)
-        layouts[nest.site] = best_point
+        if nest.site in captured.epilogues:
+            best_point = replace(best_point, epilogue=True)
+        if nest.site in finished:
+            said = f"none: the epilogue of {finished[nest.site]}"
+        else:
+            layouts[nest.site] = best_point
+            said = best_point.text()
         rows.append(
             f"{nest.site:<29}{nest.operands:<24}{len(points):>6} points{best:>12.2f} µs"
-            f"{undecided:>5} within 1 + u  {best_point.text()}"
+            f"{undecided:>5} within 1 + u  {said}"
         )
     costed = time.perf_counter() - costing
     rows.append(

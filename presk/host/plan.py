@@ -44,7 +44,7 @@ class Plan:
         return [(site, point.to_json()) for site, point in self.layouts.items()]
 
 
-FIELDS = ("form", "tile", "kblock", "order", "lanes", "pack", "split", "passes")
+FIELDS = ("form", "tile", "kblock", "order", "lanes", "pack", "split", "passes", "epilogue")
 
 
 def parse(spec: str) -> Plan:
@@ -102,9 +102,10 @@ def point_of(value: object, where: str) -> Layout:
     for name, text in (("form", form), ("order", order)):
         if text is not None and not isinstance(text, str):
             raise PlanError(f"{where}: `{name}` is a string")
-    pack = value.get("pack")
-    if pack is not None and not isinstance(pack, bool):
-        raise PlanError(f"{where}: `pack` is true or false")
+    pack, epilogue = value.get("pack"), value.get("epilogue")
+    for name, flag in (("pack", pack), ("epilogue", epilogue)):
+        if flag is not None and not isinstance(flag, bool):
+            raise PlanError(f"{where}: `{name}` is true or false")
     if form is None and any(value.get(f) is not None for f in ("tile", "kblock", "order", "pack")):
         form = "tiled"  # a tile (a block of K, an order, a pack) is the tiled form's
     return Layout(
@@ -116,6 +117,7 @@ def point_of(value: object, where: str) -> Layout:
         pack=pack,
         split=_split(value.get("split"), where),
         passes=None if value.get("passes") is None else _int(value["passes"], f"{where} passes"),
+        epilogue=epilogue,
     )
 
 

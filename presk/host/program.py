@@ -48,7 +48,7 @@ from presk.host.values import (
 )
 from presk.kernel import ir as kir
 from presk.kernel.layout import NO_SPLIT, Layout, Split
-from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, lower
+from presk.kernel.lower import ELEMENTWISE, Launch, LoweringError, Step, epilogue, lower
 from presk.kernel.lower.dispatch import lower_pack
 from presk.kernel.lower.layouts import (
     LayoutError,
@@ -84,6 +84,8 @@ class HostProgram:
     params: tuple[str, ...] = ()  # the entry's parameter names, as the program spells them
     folds: int = 0  # host loops over stacked layers
     nests: dict[str, list[tuple[Launch, str]]] = field(default_factory=dict)  # site → nests
+    # A product's site → the site of the add its epilogue may be (stated or not).
+    epilogues: dict[str, str] = field(default_factory=dict)
 
     @property
     def arena_bytes(self) -> int:
@@ -160,6 +162,7 @@ class Recorder:
         self.dead = 0  # launches recorded for values nothing reads
         self.site = ""  # the site being recorded, `fn/%N`
         self.sites: dict[str, list[str]] = {}  # C kernel name → the sites that launch it
+        self.epilogues: dict[str, str] = {}  # a product's site → the add its epilogue may be
 
     # ------------------------------------------------------------ kernels
 
@@ -272,6 +275,9 @@ class _Body(FoldRecording):
             self.env[param.index] = conform(arg, param.type)
         self.prefix: Axes = self._prefix(fn, args)
         self.fused = fusion.members(fn) if rec.fuse else set()
+        self.epilogue_adds = fusion.epilogue_adds(fn, self.fused)
+        self.deferred: dict[int, _Deferred] = {}  # an add's index → the product it finishes
+        self.candidates: dict[int, tuple[str, HTensor]] = {}  # an add → a product it could
         self.let_name: str | None = None
         self.locals: list[h.Local] = []
         self.body: list[h.Stmt] = []
@@ -360,6 +366,7 @@ class _Body(FoldRecording):
                 # A comment per site, as `dump --stage core` names it.
                 self.body.insert(start, h.Site(where, instr.name))
             self.let_name = None
+        assert not self.deferred, "a product waits for an add that never came"
         self.rec.site = f"{fn.name}/result"
         result = self._materialize(self.value(fn.result))
         # Results land in the caller's buffers; see Note [Outputs].
@@ -464,6 +471,13 @@ class _Body(FoldRecording):
             name = "add"
         if name == "set_field":
             raise HostError("set_field of a tensor")
+        if instr.index in self.deferred:
+            return self._finish_product(instr, args)
+        if instr.index in self.candidates:
+            # A product's epilogue this add could be (what `presk plan` may state).
+            site, product = self.candidates.pop(instr.index)
+            if self._epilogue_reason(instr, args, product)[0] is None:
+                self.rec.epilogues[site] = self.rec.site
         if name not in ELEMENTWISE and name != "dropout":
             # Other kernels read their operands from buffers: a constant (a cotangent
             # of 1, say) becomes a scalar buffer.
@@ -498,13 +512,39 @@ class _Body(FoldRecording):
         steps.append(Step(name, dict(attrs), operands, axes))
         out_buffer = kir.Buffer(len(inputs), out.dtype, out.axes)
         launch = Launch(steps, inputs, out_buffer)
-        nest = launch
         point = self.rec.point_here(launch)
+        if point is not None and point.epilogue:
+            # The add that alone reads the product finishes its kernel: launched there.
+            add = self.epilogue_adds.get(instr.index)
+            if add is None:
+                raise PlanError(
+                    f"{self.rec.site}: `epilogue`: no add alone reads this product's value "
+                    "(as a launch of its own, of the product's type)",
+                    "E7002",
+                )
+            self.deferred[add] = _Deferred(launch, ptrs, point, out, self.rec.site, len(steps))
+            return out
+        if instr.index in self.epilogue_adds:
+            self.candidates[self.epilogue_adds[instr.index]] = (self.rec.site, out)
+        self._launch_product(launch, launch, ptrs, point, out, len(steps))
+        return out
+
+    def _launch_product(
+        self,
+        nest: Launch,
+        launch: Launch,
+        ptrs: list[h.Ptr],
+        point: Layout | None,
+        out: HTensor,
+        steps: int,
+    ) -> None:
+        """A launch at a plan's point (`nest`'s, which it may finish with an epilogue)
+        and, where the point packs, its pack just before."""
         if point is not None and point.pack:
             # The pack is a launch of its own into a panel of the frame, just before.
             panel = panel_of(launch)
             panel_value = self.alloc(panel.dtype, panel.axes)
-            read = ptrs[inputs.index(operand_1(launch))]
+            read = ptrs[launch.inputs.index(operand_1(launch))]
             self.emit(self.rec.launch(self.rec.pack(launch), [read, panel_value.ptr]))
             self.rec.launches += 1
             self.rec.launches_unfused += 1
@@ -514,8 +554,42 @@ class _Body(FoldRecording):
         self.rec.keep_nest(nest, c_name)
         self.emit(self.rec.launch(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
-        self.rec.launches_unfused += len(steps)
-        return out
+        self.rec.launches_unfused += steps
+
+    def _epilogue_reason(
+        self, instr: core.Instr, args: list[HValue], product: HTensor
+    ) -> tuple[str | None, bool, HValue]:
+        """Why this add cannot be the epilogue of `product` (None: it can), whether it
+        reads its other operand first, and that operand."""
+        first = not (isinstance(args[0], HTensor) and args[0].ptr == product.ptr)
+        other = args[0] if first else args[1]
+        stored = (self.dtype_of(instr.type, instr.index), self.axes_of(instr.type))
+        if not isinstance(other, HTensor):
+            return "the add's other operand is not a tensor of its own", first, other
+        if stored != (product.dtype, product.axes) or other.dtype != product.dtype:
+            return (
+                "the add and its other operand are not stored in the product's type",
+                first,
+                other,
+            )
+        return epilogue.fits(other.axes, product.axes), first, other
+
+    def _finish_product(self, instr: core.Instr, args: list[HValue]) -> HValue:
+        """The add a product's epilogue does: the product's launch, with the add's operand."""
+        d = self.deferred.pop(instr.index)
+        here = self.rec.site
+        reason, first, other = self._epilogue_reason(instr, args, d.out)
+        if reason is None and here in self.rec.layouts:
+            reason = f"the add at {here} is this product's epilogue and launches nothing"
+        if reason is not None:
+            raise PlanError(f"{d.site}: `epilogue`: {reason}", "E7002")
+        assert isinstance(other, HTensor)
+        self.rec.epilogues[d.site] = here
+        launch = epilogue.with_epilogue(d.launch, other.dtype, other.axes, first)
+        self.rec.site = d.site  # the kernel is the product's nest
+        self._launch_product(d.launch, launch, [*d.ptrs, other.ptr], d.point, d.out, d.steps + 1)
+        self.rec.site = here
+        return d.out
 
     def tree_prim(self, name: str, op: core.Prim, args: list[HValue]) -> HValue:
         match name:
@@ -622,6 +696,18 @@ class _Body(FoldRecording):
         return cur, nxt
 
 
+@dataclass(frozen=True)
+class _Deferred:
+    """A product whose plan states its epilogue, waiting for the add that finishes it."""
+
+    launch: Launch
+    ptrs: list[h.Ptr]
+    point: Layout
+    out: HTensor
+    site: str
+    steps: int
+
+
 def _at_frame(stmt: h.Stmt, frame: int) -> h.Stmt:
     """A statement with its calls' frames at `frame` (the end of the caller's own buffers)."""
     match stmt:
@@ -696,6 +782,7 @@ def record(
         tuple(p.name for p in rec.functions[entry].params),
         rec.folds,
         rec.nests,
+        rec.epilogues,
     )
 
 

@@ -30,7 +30,7 @@ ORDERS_3 = tuple("".join(p) for p in itertools.permutations("IJK"))
 class NestKind(Enum):
     """What a nest's layout may choose."""
 
-    CONTRACTION = "contraction"  # form, tile, k-block, order, lanes, pack, split
+    CONTRACTION = "contraction"  # form, tile, k-block, order, lanes, pack, epilogue, split
     SOFTMAX = "softmax"  # passes, split
     ELEMENTWISE = "elementwise"  # lanes, split
     OTHER = "other"  # split
@@ -62,6 +62,7 @@ class Layout:
     pack: bool | None = None  # operand 1 copied to a [K, J] panel by a kernel of its own
     split: Split | None = None
     passes: int | None = None  # a softmax's passes over its row: 3, or 2
+    epilogue: bool | None = None  # the one add reading a product done in its kernel (a bias)
 
     @property
     def is_default(self) -> bool:
@@ -107,6 +108,8 @@ class Layout:
             parts.append(f"passes {self.passes}")
         if self.pack is not None:
             parts.append("pack" if self.pack else "no pack")
+        if self.epilogue is not None:
+            parts.append("epilogue" if self.epilogue else "no epilogue")
         return ", ".join(parts)
 
 

@@ -41,6 +41,38 @@ def members(fn: ir.Function) -> set[int]:
     return out
 
 
+# The products a bias epilogue may finish (kernel/lower/epilogue.py).
+PRODUCTS = frozenset(("dot", "ein", "dot_vjp_l", "dot_vjp_r", "ein_vjp_l", "ein_vjp_r"))
+
+
+def epilogue_adds(fn: ir.Function, fused: set[int]) -> dict[int, int]:
+    """For each product whose value one `add` alone reads, that add's index.
+
+    The add must be a launch of its own (not a member of another group) and of
+    the product's type, and the product not the function's result: then the
+    product's kernel can finish with the add (where a plan states its epilogue).
+    """
+    uses: dict[int, list[ir.Instr]] = {}
+    for instr in fn.body:
+        for o in operands(instr.op):
+            if isinstance(o, ir.Ref):
+                uses.setdefault(o.index, []).append(instr)
+    result = fn.result.index if isinstance(fn.result, ir.Ref) else None
+    out: dict[int, int] = {}
+    for instr in fn.body:
+        op = instr.op
+        readers = uses.get(instr.index, [])
+        if not (isinstance(op, ir.Prim) and op.name in PRODUCTS) or instr.index == result:
+            continue
+        if len(readers) != 1:
+            continue
+        add = readers[0]
+        if isinstance(add.op, ir.Prim) and add.op.name == "add" and add.index not in fused:
+            if add.type == instr.type:
+                out[instr.index] = add.index
+    return out
+
+
 def groups(fn: ir.Function) -> list[list[ir.Instr]]:
     """Every launch group of a function's primitives: members first, the root last."""
     fused = members(fn)

@@ -10,7 +10,7 @@ its product's sizes and whether operand 1 is consecutive along J.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from presk.kernel.layout import Layout, Nest, Split, space
 from presk.kernel.lower import Launch
@@ -43,6 +43,8 @@ class Capture:
 
     nests: tuple[Captured, ...]
     seconds: float
+    # A product's site → the add's its epilogue may do (kernel/lower/epilogue.py).
+    epilogues: dict[str, str] = field(default_factory=dict)
 
 
 def capture(request: Request) -> Capture:
@@ -54,7 +56,7 @@ def capture(request: Request) -> Capture:
         Captured(site, launch, dtype, nest_of(launch), tuple(rest))
         for site, ((launch, dtype), *rest) in host.nests.items()
     )
-    return Capture(nests, time.perf_counter() - start)
+    return Capture(nests, time.perf_counter() - start, dict(host.epilogues))
 
 
 def splits_for(threads: int, depths: tuple[int, ...] = (0, 1, 2)) -> tuple[Split, ...]:

@@ -53,6 +53,7 @@ from presk.kernel.ir import (
     Var,
 )
 from presk.kernel.lower.base import ZERO, Names
+from presk.kernel.lower.epilogue import finish
 from presk.kernel.lower.tiles import (
     ELEMENT_BYTES,
     PACK_ROWS,
@@ -442,8 +443,12 @@ class _Form:
             ir.VLoad(self.panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(self.vectors)
         ]
         step = tile_step(self.names, acc, a_rows, b_vectors, self.p.swapped)
-        finish = final if self.sums is None else _choose(last, final, keep)
-        return (*_choose(first, zero, reload), For(k, kn, step), *finish)
+        if self.sums is None and self.names.epilogue is None:
+            done = final
+        else:  # where the output holds the sums between blocks, the last block's are final
+            other = final if self.sums is None else keep
+            done = _choose(last, finish(self.names, final), other)
+        return (*_choose(first, zero, reload), For(k, kn, step), *done)
 
 
 def _row_wise_columns(p: Product, names: Names, first: int) -> tuple[Stmt, ...]:
@@ -456,6 +461,6 @@ def _row_wise_columns(p: Product, names: Names, first: int) -> tuple[Stmt, ...]:
     body = (
         Let(acc, ZERO),
         For(k, p.k, (Let(acc, Bin(BinOp.ADD, Var(acc), term)),)),
-        Store(p.out, p.out_at(IVar(i), column), Var(acc)),
+        *finish(names, (Store(p.out, p.out_at(IVar(i), column), Var(acc)),)),
     )
     return (For(i, p.m, (For(j, p.n - first, body),)),)

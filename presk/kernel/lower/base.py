@@ -129,12 +129,27 @@ class Launch:
     inputs: list[Buffer]
     output: Buffer
     outputs: list[Buffer] = field(default_factory=list)
+    # A product's bias epilogue: the one add that reads it, done in its kernel (epilogue.py).
+    epilogue: Epilogue | None = None
 
     @property
     def name(self) -> str:
         if len(self.steps) == 1:
-            return self.steps[0].name
+            return self.steps[0].name + (" + add" if self.epilogue else "")
         return f"fused {len(self.steps)} steps"
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The add that alone reads a product, folded into the product's kernel.
+
+    `operand` is the add's other operand, an input of the kernel: of the
+    product's shape, or one axis along the product's last. `first`: the add
+    reads it as its left operand (kept, as NaN payloads follow the order).
+    """
+
+    operand: Buffer
+    first: bool
 
 
 @dataclass
@@ -145,6 +160,8 @@ class Names:
     passes: int = 3  # a softmax's passes over its row (a layout plan may state 2)
     loops: int = 0
     scalars: int = 0
+    epilogue: Epilogue | None = None  # the launch's, for the product's final stores
+    finished: int = 0  # final stores given the epilogue (a form that gives none is a bug)
 
     def loop(self) -> str:
         self.loops += 1

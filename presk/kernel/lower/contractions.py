@@ -31,6 +31,7 @@ from presk.kernel.lower.adjoint_tiles import (
     vjp_r_product,
 )
 from presk.kernel.lower.base import ZERO, Launch, Names, Step, nest
+from presk.kernel.lower.epilogue import finish, row_tail
 from presk.kernel.lower.tiles import (
     as_matrix,
     column_lanes,
@@ -81,7 +82,8 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
                 *nest(rest_sizes, rest, (add,)),
             ),
         )
-        return nest(lead_sizes, lead, (*zero, row))
+        tail = row_tail(names, out, out_index)
+        return nest(lead_sizes, lead, (*zero, row, *(nest(rest_sizes, rest, tail) if tail else ())))
     acc = names.scalar()
     term = Bin(
         BinOp.MUL,
@@ -91,7 +93,7 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     body = (
         Let(acc, ZERO),
         For(k, a.shape[-1], (Let(acc, Bin(BinOp.ADD, Var(acc), term)),)),
-        Store(out, out_index, Var(acc)),
+        *finish(names, (Store(out, out_index, Var(acc)),)),
     )
     return nest(lead_sizes + rest_sizes, lead + rest, body)
 
@@ -148,7 +150,8 @@ def contract(
         [var[n] for n in summed],
         (Let(acc, Bin(BinOp.ADD, Var(acc), term)),),
     )
-    body = (Let(acc, ZERO), *inner, Store(out, tuple(IVar(var[n]) for n in out_names), Var(acc)))
+    at = tuple(IVar(var[n]) for n in out_names)
+    body = (Let(acc, ZERO), *inner, *finish(names, (Store(out, at, Var(acc)),)))
     return nest([sizes[n] for n in out_names], [var[n] for n in out_names], body)
 
 

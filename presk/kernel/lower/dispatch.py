@@ -16,7 +16,7 @@ import presk.kernel.lower.reductions as reductions
 import presk.kernel.lower.softmax as softmax
 from presk.kernel import ir
 from presk.kernel.layout import Layout
-from presk.kernel.lower.base import Launch, Names, PrimName, Rule, prim_name
+from presk.kernel.lower.base import Launch, LoweringError, Names, PrimName, Rule, prim_name
 from presk.kernel.lower.elementwise import ELEMENTWISE, dropout, elementwise
 
 RULES: dict[PrimName, Rule] = {
@@ -67,7 +67,9 @@ def lower(
     root = launch.steps[-1]
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
     point = layout or Layout()
-    names = Names(tiles=tiles and point.form != "rowwise", passes=point.passes or 3)
+    names = Names(
+        tiles=tiles and point.form != "rowwise", passes=point.passes or 3, epilogue=launch.epilogue
+    )
     if point.form == "tiled":
         body = layouts.tiled(root, launch, names, point)
     elif len(launch.steps) > 1:
@@ -76,6 +78,8 @@ def lower(
         prim = prim_name(root.name)
         rule = RULES.get(prim)
         body = elementwise(launch, names) if rule is None else rule(root, launch, names)
+    if launch.epilogue is not None and not names.finished:
+        raise LoweringError(f"`{root.name}` has no form that finishes with the bias epilogue")
     lanes = point.lanes != 1 or point.form == "tiled"
     return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes)
 

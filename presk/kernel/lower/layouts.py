@@ -47,6 +47,7 @@ from presk.kernel.lower.adjoint_tiles import (
 from presk.kernel.lower.base import ZERO, Launch, Names, PrimName, Step, nest, prim_name
 from presk.kernel.lower.contractions import relabelled
 from presk.kernel.lower.elementwise import ELEMENTWISE
+from presk.kernel.lower.epilogue import finish
 from presk.kernel.lower.tiles import tile_step
 
 
@@ -153,12 +154,12 @@ def pack_body(launch: Launch, names: Names) -> tuple[Stmt, ...]:
 
 def check_point(nest: Nest, point: Layout, workers_ok: Callable[[int], bool] | None = None) -> None:
     """Refuse what a nest of this kind, type and shape cannot take (E7002's reasons)."""
-    stated = {f for f in ("form", "tile", "kblock", "order", "lanes", "pack", "passes")}
+    stated = {f for f in ("form", "tile", "kblock", "order", "lanes", "pack", "passes", "epilogue")}
     used = {f for f in stated if getattr(point, f) is not None}
     allowed: set[str]
     match nest.kind:
         case NestKind.CONTRACTION:
-            allowed = {"form", "tile", "kblock", "order", "lanes", "pack"}
+            allowed = {"form", "tile", "kblock", "order", "lanes", "pack", "epilogue"}
         case NestKind.SOFTMAX:
             allowed = {"passes"}
         case NestKind.ELEMENTWISE:
@@ -232,13 +233,19 @@ class Tile:
     b_vector: Callable[[Index, Index, int], ir.VLoad] | None
 
     def leaf(
-        self, i0: Index, rows: int, j0: Index, cols: int, block: tuple[Index, int, Cond] | None
+        self,
+        i0: Index,
+        rows: int,
+        j0: Index,
+        cols: int,
+        block: tuple[Index, int, Cond, Cond] | None,
     ) -> tuple[Stmt, ...]:
         """The accumulators of rows × cols outputs at (i0, j0).
 
         Over all of K with the sums in registers (`block` None), or over one
-        block (k0, kn, first) of it, the sums reloaded from the output unless
-        it is the first block and stored after it.
+        block (k0, kn, first, last) of it, the sums reloaded from the output
+        unless it is the first block and stored after it (the last block's
+        stores are final, and take the epilogue).
         """
         lanes = self.lanes if cols % self.lanes == 0 and self.b_vector is not None else 1
         vectors = cols // lanes
@@ -290,12 +297,15 @@ class Tile:
             return (For(k, kn, steps(_plus(k0, IVar(k)))),)
 
         if block is not None:
-            k0, kn, first = block
-            return (*_choose(first, zero, reload), *run(k0, kn), *store)
+            k0, kn, first, last = block
+            done = store
+            if self.names.epilogue is not None:  # the last block's stores are final
+                done = _choose(last, finish(self.names, store), store)
+            return (*_choose(first, zero, reload), *run(k0, kn), *done)
         if not self.kblock:
-            return (*zero, *run(IConst(0), self.p.k), *store)
+            return (*zero, *run(IConst(0), self.p.k), *finish(self.names, store))
         inner = blocked(self.names, self.p.k, self.kblock, lambda k0, kn, _f, _l: run(k0, kn))
-        return (*zero, *inner, *store)
+        return (*zero, *inner, *finish(self.names, store))
 
 
 def _plus(base: Index, offset: Index) -> Index:
@@ -356,7 +366,7 @@ def _levels(
     if not levels:
         i0, rows, _, _ = at["I"]
         j0, cols, _, _ = at["J"]
-        block = (at["K"][0], at["K"][1], at["K"][2]) if keep else None
+        block = at["K"] if keep else None
         return tile.leaf(i0, rows, j0, cols, block)
     axis, rest = levels[0], levels[1:]
     total, size = {"I": (p.m, tile.rows), "J": (p.n, tile.columns), "K": (p.k, tile.kblock)}[axis]

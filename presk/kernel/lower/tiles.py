@@ -33,6 +33,7 @@ from presk.kernel.ir import (
     VecOp,
 )
 from presk.kernel.lower.base import ZERO, Names, nest
+from presk.kernel.lower.epilogue import finish
 from presk.machine import vector_unit
 
 # The packed form: register tiles of [rows, 2 vectors], a vector one register of the
@@ -86,7 +87,7 @@ def dot_tiled(a: Buffer, b: Buffer, out: Buffer, names: Names) -> tuple[Stmt, ..
                 ir.VLet(acc, ir.VBin(VecOp.ADD, ir.VVar(acc, lanes), term), lanes),
             ),
         ),
-        ir.VStore(out, (*lead_index, column), ir.VVar(acc, lanes)),
+        *finish(names, (ir.VStore(out, (*lead_index, column), ir.VVar(acc, lanes)),)),
     )
     return nest(list(a.shape[:-1]), lead, (For(jb, b.shape[1] // lanes, body),))
 
@@ -116,11 +117,14 @@ def dot_block(
         for r in range(rows)
         for c in range(vectors)
     ]
-    stores: list[Stmt] = [
-        ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], lanes))
-        for r in range(rows)
-        for c in range(vectors)
-    ]
+    stores = finish(
+        names,
+        tuple(
+            ir.VStore(out, (row[r], col[c]), ir.VVar(acc[r][c], lanes))
+            for r in range(rows)
+            for c in range(vectors)
+        ),
+    )
     body = (*zero, For(k, a.shape[1], inner), *stores)
     # Column panels outermost: a panel of b (K × 16) stays in cache for every row block.
     return (For(jb, b.shape[1] // width, (For(ib, a.shape[0] // rows, body),)),)
@@ -252,14 +256,17 @@ def dot_packed(
         reload = each(lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes))
         keep = each(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
         final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
-        start, finish = zero, final
+        start, done = zero, finish(names, final)
         if kb is not None:
             start = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(0)), zero, reload),)
-        if carried and kb is not None:
-            finish = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1)), final, keep),)
+            last = Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1))
+            if carried:
+                done = (If(last, done, keep),)
+            elif names.epilogue is not None:
+                done = (If(last, done, final),)  # the output holds the sums: the last block adds
         b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
         step = tile_step(names, acc, [Load(a, (row[r], in_k(k))) for r in range(rows)], b_vectors)
-        return (*start, For(k, kc, step), *finish)
+        return (*start, For(k, kc, step), *done)
 
     pack = For(
         kp,
