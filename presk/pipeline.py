@@ -135,6 +135,7 @@ class Request:
     banner: str = ""
     tiles: bool = True  # False: point zero, every contraction row-wise (export --mode scop)
     profile: bool = False  # each launch timed (bench --by-kernel); the same bits
+    capture: bool = False  # each launch's inputs copied out once where asked (autotune)
     layouts: Mapping[str, Layout] = field(default_factory=dict)  # a plan's point per site
     # The machine's worker count a plan's splits are checked against (None: `threads`;
     # 0: none, as `dump` shows kernels it does not run).
@@ -211,7 +212,7 @@ def _print(state: Compilation) -> Compilation:
     request = state.request
     assert state.host is not None
     names = ["theta" if name == "θ" else name for name, _, _ in request.entry.info.params]
-    options = PrintOptions(profile=request.profile)
+    options = PrintOptions(profile=request.profile, capture=request.capture)
     unit = print_unit(state.host, request.entry.info.name, names, request.banner, options)
     return replace(state, unit=unit)
 

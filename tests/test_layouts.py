@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO_ROOT, run_presk
 
@@ -25,7 +27,7 @@ from presk.host.realization import Realization
 from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split
 from presk.pipeline import Request, front_end
 from presk.tune import harness
-from presk.tune.capture import capture, points_of
+from presk.tune.capture import capture, points_of, with_entry_inputs
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -295,6 +297,36 @@ def test_autotune_measures_every_point_and_rank_reads_two_days(tmp_path: Path) -
     assert code == 0, err
     assert "| L | every point bit-identical" in out and "**holds**" in out
     assert "| tile |" in out and (tmp_path / "rank.md").read_text() == out
+
+
+def test_autotune_times_each_nest_on_the_inputs_the_entry_gives_it(tmp_path: Path) -> None:
+    path, entry, dims = CASES["attention"]
+    checked, _ = front_end(str(REPO_ROOT / path), {})
+    chosen = find_entry(checked, entry)
+    binding = bind_dims(chosen, {k: str(v) for k, v in dims.items()})
+    request = Request(checked, chosen, binding, Realization("f32"))
+    nests = {n.site: n for n in with_entry_inputs(request, capture(request)).nests}
+    assert all(n.given is not None for n in nests.values())
+    # The softmax reads the causal mask the entry built: a triangle, not draws of 0 and 1.
+    mask = nests["attend/%5"].given[1]  # type: ignore[index]
+    t = dims["T"]
+    assert mask.shape == (t, t) and np.array_equal(mask, np.tril(np.ones((t, t), mask.dtype)))
+    # The weighted sum reads the softmax's rows: each sums to about one.
+    rows = nests["attend/%6"].given[0]  # type: ignore[index]
+    assert np.allclose(rows.sum(axis=-1), 1.0, atol=1e-5)
+    drawn = harness.inputs_for(replace(nests["attend/%6"], given=None))
+    assert not np.allclose(drawn[0].sum(axis=-1), 1.0, atol=1e-5)
+    # autotune uses them (meta.json says so), and every point still gives point zero's bits.
+    day = tmp_path / "day"
+    code, out, err = run_presk(
+        "autotune", *ATTEND, "--realize", "f32", "--threads", "1", "--repeat", "1",
+        "--out", str(day),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "every output bit-identical to point 0, natively: yes" in out
+    assert json.loads((day / "meta.json").read_text())["inputs"] == "entry"
+    code, out, err = run_presk("autotune", *ATTEND, "--inputs", "typed", "--out", str(day))
+    assert (code, out) == (2, "") and "--inputs typed" in err
 
 
 def test_autotune_never_writes_into_a_foreign_directory(tmp_path: Path) -> None:

@@ -22,10 +22,12 @@ INDENT = "    "
 class PrintOptions:
     """How the host program is printed; the default is the ordinary C text, byte for byte.
 
-    `profile` wraps each launch in two reads of `presk__clock()` (see Note [Profile]).
+    `profile` wraps each launch in two reads of `presk__clock()` (see Note [Profile]);
+    `capture` also copies each launch's inputs out, once, where asked (Note [Capture]).
     """
 
     profile: bool = False
+    capture: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Profiler:
     launches: list[ProfiledLaunch] = field(default_factory=list)
     function: str = ""
     site: str = ""
+    # With capture: each kernel's input sizes, as C expressions of bytes.
+    inputs: dict[str, tuple[str, ...]] | None = None
 
     def number(self, kernel: str) -> int:
         i = len(self.launches)
@@ -61,6 +65,15 @@ class Profiler:
 # writes changes, so the outputs keep their bits. A split launch is timed
 # around its whole parallel region, by the thread that enters it. The
 # counters are static: an instrumented entry is timed from one thread.
+
+
+# Note [Capture]
+# ~~~~~~~~~~~~~~
+# `autotune` times each nest on the inputs the entry gives it. A capturing
+# unit is an instrumented one whose launch i, where `presk__cap[i]` is set,
+# first copies its input buffers one after another to that address and clears
+# it: the first call of each launch the caller asks for, read at the moment
+# the kernel reads them (a frame's buffers are reused later in the call).
 
 
 def c_type(dtype: str) -> str:
@@ -125,6 +138,16 @@ def _timed(lines: list[str], i: int) -> list[str]:
     ]
 
 
+def _captured(s: h.Launch, i: int, sizes: tuple[str, ...]) -> list[str]:
+    """Launch `i`'s inputs copied to `presk__cap[i]` if set, once (Note [Capture])."""
+    lines = [f"if (presk__cap[{i}] != 0) {{", f"    char *presk__d = presk__cap[{i}];"]
+    for arg, size in zip(s.args, sizes, strict=False):
+        lines.append(f"    memcpy(presk__d, {ptr(arg)}, {size});")
+        lines.append(f"    presk__d += {size};")
+    lines += [f"    presk__cap[{i}] = 0;", "}"]
+    return lines
+
+
 def _launch(s: h.Launch) -> list[str]:
     if s.split is None:
         return [f"{s.kernel}({_args(s.args)});"]
@@ -168,7 +191,9 @@ def stmt(s: h.Stmt, profiler: Profiler | None = None) -> list[str]:
         case h.Launch():
             if profiler is None:
                 return _launch(s)
-            return _timed(_launch(s), profiler.number(s.kernel))
+            i = profiler.number(s.kernel)
+            copy = [] if profiler.inputs is None else _captured(s, i, profiler.inputs[s.kernel])
+            return [*copy, *_timed(_launch(s), i)]
         case h.Call(callee, frame, args):
             parts = [f"frame + {frame}", "threads", *(ptr(a) for a in args)]
             return [f"{callee}({', '.join(parts)});"]

@@ -19,6 +19,7 @@ from presk.cgen.host import PrintOptions, ProfiledLaunch, Profiler, function_c
 from presk.cgen.templates import env
 from presk.dtypes import Dtype
 from presk.host.program import HKey, HostProgram, HTensor
+from presk.kernel import ir as kir
 
 # The export's modules lay their files out with the same environment.
 _env = env
@@ -160,12 +161,20 @@ def print_unit(
     )
     banner_text = names.comment(f"{banner} (presk {__version__})", newlines=True)
     kernels = tuple(kernel_c(k, name) for name, k in host.kernels)
-    profiler = Profiler() if options.profile else None
+    profiler = Profiler() if options.profile or options.capture else None
+    if profiler is not None and options.capture:
+        profiler.inputs = {name: tuple(_bytes(b) for b in k.inputs) for name, k in host.kernels}
     functions = tuple(function_c(f, profiler) for f in host.functions)
     runtime = runtime_text()
     if profiler is not None:
         n = len(profiler.launches)
         runtime += "\n" + _profile_text(n)
+        if options.capture:
+            runtime += f"static char *presk__cap[{max(n, 1)}];\n"
+            interface += f"void {symbol}__capture(int64_t i, char *dst);\n"
+            entry_c += (
+                f"void {symbol}__capture(int64_t i, char *dst) {{\n    presk__cap[i] = dst;\n}}\n"
+            )
         # Declared in the interface, so C and cffi see one prototype.
         interface += f"int64_t {symbol}__profile(int64_t **ns, int64_t **calls);\n"
         entry_c += (
@@ -209,6 +218,13 @@ def print_unit(
         entry_c,
         tuple(profiler.launches) if profiler is not None else (),
     )
+
+
+def _bytes(buffer: kir.Buffer) -> str:
+    """A kernel input's bytes, as C: a key is one `presk_key`."""
+    if buffer.dtype == "key":
+        return "sizeof(presk_key)"
+    return str(buffer.size * Dtype(buffer.dtype).size)
 
 
 def _c(dtype: str) -> str:

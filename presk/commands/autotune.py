@@ -2,8 +2,11 @@
 
 The entry's nests are captured from its shapes (no kernel run); every point
 of each nest's space (`--space small`, a daily subset, or `full`) is
-compiled, all in one C unit, run on the same inputs (drawn in each input's
-type), compared byte for byte with point zero and timed `--repeat` times.
+compiled, all in one C unit, run on the same inputs, compared byte for byte
+with point zero and timed `--repeat` times. The inputs are, by default,
+those the entry gives each nest when it runs on its drawn inputs (one
+capturing build, presk/tune/capture.py); `--inputs drawn` draws them in
+each input's type instead.
 DIR gets one JSON line per point (presk/tune/sweep.py); `--out-plan`
 writes the best measured point of each nest as a plan.
 """
@@ -32,7 +35,7 @@ from presk.entries import natural
 from presk.host.plan import Plan
 from presk.host.plan import write as write_plan
 from presk.pipeline import Request, front_end
-from presk.tune.capture import capture, points_of
+from presk.tune.capture import capture, points_of, with_entry_inputs
 from presk.tune.model import ProfileError, price
 from presk.tune.model import read as read_profile
 from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
@@ -40,6 +43,7 @@ from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, wr
 NAME = "autotune"
 HELP = "Measure every point of every nest's layout space, each checked against point zero's bits"
 SPACES = ("small", "full")
+INPUTS = ("entry", "drawn")
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,6 +57,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tune.add_argument("--profile", default=None, help="a layout cost model's profile: predictions")
     tune.add_argument("--out", default=None, metavar="DIR", help="the sweep's directory (required)")
     tune.add_argument("--out-plan", default=None, metavar="F.json", help="the best as a plan")
+    tune.add_argument(
+        "--inputs",
+        default="entry",
+        help="entry (each nest's inputs as the entry gives them, default) or drawn (per type)",
+    )
     later_flag(tune, "--interp", "each point also on a kernel interpreter", takes_value=False)
     tune.set_defaults(handler=main, plan=None)
 
@@ -78,6 +87,8 @@ def _autotune(args: argparse.Namespace) -> int:
         raise UsageError("--out DIR is required (the sweep's directory)")
     if args.space not in SPACES:
         raise UsageError(f"--space {args.space}: expected small or full")
+    if args.inputs not in INPUTS:
+        raise UsageError(f"--inputs {args.inputs}: expected entry or drawn")
     repeat = natural("--repeat", args.repeat, 1, 1000)
     threads = threads_of(args.threads)
     try:
@@ -93,6 +104,8 @@ def _autotune(args: argparse.Namespace) -> int:
     chosen = choose_entry(checked, args.entry, args.dim)
     request = Request(checked, chosen.entry, chosen.binding, planned.realization, threads)
     captured = capture(request)
+    if args.inputs == "entry":
+        captured = with_entry_inputs(request, captured)
     config = ",".join(f"{k}={v}" for k, v in chosen.binding.dims.items())
     dtype = planned.realization.default
     total = sum(len(points_of(n, threads, args.space)) for n in captured.nests)
@@ -108,6 +121,7 @@ def _autotune(args: argparse.Namespace) -> int:
         "realize": planned.text,
         "threads": threads,
         "space": args.space,
+        "inputs": args.inputs,
         "repeat": repeat,
         "profile": args.profile,
         "captured_s": captured.seconds,

@@ -2,7 +2,12 @@
 
 The host program is recorded at the entry's dims, as a build would, and
 each site's launch is kept as it was first recorded (the Recorder's
-`nests`); no kernel is compiled or run. A nest's layout space
+`nests`); no kernel is compiled or run. `with_entry_inputs` adds what each
+nest reads when the entry runs on its drawn inputs: a capturing build (Note
+[Capture] in presk/cgen/host.py) copies every nest's inputs out at its first
+launch, so `autotune` times and compares the points on the entry's own values
+(indices that embed a real vocabulary, a mask that is causal) rather than on
+draws of their types. A nest's layout space
 (kernel/layout.py) depends on its kind, its type and, for a contraction,
 its product's sizes and whether operand 1 is consecutive along J.
 """
@@ -10,8 +15,17 @@ its product's sizes and whether operand 1 is consecutive along J.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from presk.backends.native import CompiledEntry
+from presk.cgen.host import ProfiledLaunch
+from presk.dtypes import Dtype
+from presk.interp.synth import draw_inputs
+from presk.kernel import ir
 from presk.kernel.layout import Layout, Nest, Split, space
 from presk.kernel.lower import Launch
 from presk.kernel.lower.layouts import nest_of
@@ -29,6 +43,8 @@ class Captured:
     # The site's nests at its other shapes (a function recorded at several), which a
     # plan's point lays out too.
     others: tuple[tuple[Launch, str], ...] = ()
+    # Its inputs as the entry gives them (`with_entry_inputs`), else None: drawn.
+    given: tuple[npt.NDArray[Any], ...] | None = None
 
     @property
     def operands(self) -> str:
@@ -59,6 +75,76 @@ def capture(request: Request) -> Capture:
     return Capture(nests, time.perf_counter() - start, dict(host.epilogues))
 
 
+def with_entry_inputs(request: Request, captured: Capture, seed: int = 0) -> Capture:
+    """The nests with the inputs the entry gives them, on its inputs drawn from `seed`
+    (as `presk run` and `bench` draw them): one capturing build, called once."""
+    start = time.perf_counter()
+    state = run_back_end(replace(request, profile=True, capture=True, threads=1))
+    assert state.unit is not None and state.host is not None and state.library is not None
+    assert state.layouts is not None
+    compiled = CompiledEntry(
+        state.unit, state.host, state.library, request.realization, 1, state.layouts
+    )
+    info = request.entry.info
+    drawn = draw_inputs(info.params, request.dims, request.binding.prefix, seed)
+    bound = compiled.bind(drawn)
+    kernels = dict(state.host.kernels)
+    ffi, lib = compiled.library.ffi, compiled.library.lib
+    set_capture = getattr(lib, f"{compiled.unit.symbol}__capture")
+    wanted: dict[str, tuple[int, list[npt.NDArray[Any]]]] = {}
+    for nest in captured.nests:
+        if any(b.dtype == "key" for b in nest.launch.inputs):
+            continue  # a draw's key: any key times alike
+        i = _first_launch(nest, compiled.unit.profile, kernels, state.host.sites)
+        if i is None:
+            continue
+        arrays = [np.zeros(b.shape or (1,), dtype=_numpy(b.dtype)) for b in nest.launch.inputs]
+        sizes = [b.size * _numpy(b.dtype).itemsize for b in nest.launch.inputs]
+        area = np.zeros(max(sum(sizes), 1), dtype=np.uint8)
+        set_capture(i, ffi.cast("char *", ffi.from_buffer(area)))
+        wanted[nest.site] = (i, [area, *arrays])
+    if bound.invoke() != 0:
+        raise RuntimeError("the capturing build's arena is too small")
+    nests = []
+    for nest in captured.nests:
+        if nest.site not in wanted:
+            nests.append(nest)
+            continue
+        _, (area, *arrays) = wanted[nest.site]
+        at = 0
+        for array in arrays:
+            n = array.nbytes if array.size else 0
+            array.view(np.uint8).reshape(-1)[:n] = area[at : at + n]
+            at += n
+        nests.append(replace(nest, given=tuple(arrays)))
+    seconds = captured.seconds + time.perf_counter() - start
+    return Capture(tuple(nests), seconds, captured.epilogues)
+
+
+def _numpy(dtype: str) -> np.dtype[Any]:
+    return np.dtype(Dtype(dtype).numpy)
+
+
+def _first_launch(
+    nest: Captured,
+    launches: tuple[ProfiledLaunch, ...],
+    kernels: dict[str, ir.Kernel],
+    sites: dict[str, list[str]],
+) -> int | None:
+    """The first launch of the nest's kernel at its site (the last site comment before a
+    function's result is another's), or None if no launch matches its inputs."""
+    shapes = [(b.dtype, b.shape) for b in nest.launch.inputs]
+    fits = [
+        launch
+        for launch in launches
+        if nest.site in sites.get(launch.kernel, [])
+        and [(b.dtype, b.shape) for b in kernels[launch.kernel].inputs] == shapes
+    ]
+    here = [launch for launch in fits if launch.site == nest.site]
+    chosen = (here or fits)[:1]
+    return chosen[0].index if chosen else None
+
+
 def splits_for(threads: int, depths: tuple[int, ...] = (0, 1, 2)) -> tuple[Split, ...]:
     """The splits a space tries: each depth over the machine's workers and half of them."""
     counts = sorted({threads, max(1, threads // 2)} - {1}) or [1]
@@ -71,4 +157,4 @@ def points_of(nest: Captured, threads: int, size: str) -> list[Layout]:
     return space(nest.nest, splits, full=size != "small")
 
 
-__all__ = ["Capture", "Captured", "capture", "points_of", "splits_for"]
+__all__ = ["Capture", "Captured", "capture", "points_of", "splits_for", "with_entry_inputs"]

@@ -110,8 +110,11 @@ def unit_text(nests: list[list[Lowered]]) -> tuple[str, str]:
 
 
 def inputs_for(nest: Captured, seed: int = 0) -> list[npt.NDArray[Any]]:
-    """One array per input buffer, in its storage type: normals for reals, 0 and 1
-    for indices and masks, random words for keys."""
+    """One array per input buffer, in its storage type: those the entry gave the nest
+    where they were captured (a copy), else normals for reals, 0 and 1 for indices and
+    masks, random words for keys."""
+    if nest.given is not None:
+        return [array.copy() for array in nest.given]
     rng = np.random.default_rng(seed)
     out: list[npt.NDArray[Any]] = []
     for b in nest.launch.inputs:
