@@ -35,6 +35,7 @@ dim N
 fn lin(x : ℝ[B, K], w : ℝ[K, N], b : ℝ[N]) -> ℝ[B, N] = x · w + b
 fn res(x : ℝ[B, K], w : ℝ[K, N], h : ℝ[B, N]) -> ℝ[B, N] = h + x · w
 fn deep(x : ℝ[B, K], w : ℝ[K, N], b : ℝ[N]) -> ℝ[B, N] = gelu(x · w + b)
+fn heads(x : ℝ[B, K], w : ℝ[K, h: 2, d: 16], b : ℝ[d: 16]) -> ℝ[B, h: 2, d: 16] = x · w + b
 fn twice(x : ℝ[B, K], w : ℝ[K, N]) -> ℝ[B, N] =
   let y = x · w
   y + y
@@ -109,6 +110,8 @@ def test_the_add_launches_nothing(program: str, tmp_path: Path) -> None:
         ("twice", {"twice/%2": {"epilogue": True}}, "no add alone reads"),
         ("lin", {"lin/%3": {"epilogue": True}, "lin/%4": {"lanes": 1}}, "launches nothing"),
         ("lin", {"lin/%4": {"epilogue": True}}, "no `epilogue`"),
+        # A tiled dot reads w's last two axes as one J: a bias along d is not along J.
+        ("heads", {"heads/%3": {"tile": [2, 8], "epilogue": True}}, "reads its last axes as one"),
     ],
 )
 def test_an_epilogue_nothing_can_take_is_refused(

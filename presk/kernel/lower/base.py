@@ -21,6 +21,10 @@ class LoweringError(Exception):
     """A primitive this backend cannot lower (reported as not built yet)."""
 
 
+class LayoutError(Exception):
+    """A point a nest cannot take (E7002), with the condition's reason."""
+
+
 class PrimName(StrEnum):
     """The primitives the native backend lowers, by their PSK-Core names."""
 

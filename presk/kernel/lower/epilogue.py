@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from presk.kernel import ir
 from presk.kernel.ir import Bin, BinOp, Buffer, Index, Load, Stmt, Store
-from presk.kernel.lower.base import Axes, Epilogue, Launch, Names
+from presk.kernel.lower.base import Axes, Epilogue, Launch, LayoutError, Names
 from presk.kernel.text import vector_lanes
 
 
@@ -101,6 +101,12 @@ def _operand_at(
     that axis, or the same position in a same-shaped operand viewed alike."""
     operand = epilogue.operand
     if len(operand.axes) == 1:
+        if buffer.axes[-1][1] != operand.axes[0][1]:
+            # A dot over a right operand of several trailing axes reads them as one J.
+            raise LayoutError(
+                "`epilogue`: this product reads its last axes as one, so the add's operand "
+                "must be of the product's shape, not along its last axis"
+            )
         return operand, (index[-1],)
     return Buffer(operand.index, operand.dtype, buffer.axes), index
 

@@ -44,16 +44,20 @@ from presk.kernel.lower.adjoint_tiles import (
     vjp_l_product,
     vjp_r_product,
 )
-from presk.kernel.lower.base import ZERO, Launch, Names, PrimName, Step, nest, prim_name
+from presk.kernel.lower.base import (
+    ZERO,
+    Launch,
+    LayoutError,
+    Names,
+    PrimName,
+    Step,
+    nest,
+    prim_name,
+)
 from presk.kernel.lower.contractions import relabelled
 from presk.kernel.lower.elementwise import ELEMENTWISE
 from presk.kernel.lower.epilogue import finish
 from presk.kernel.lower.tiles import tile_step
-
-
-class LayoutError(Exception):
-    """A point a nest cannot take (E7002), with the condition's reason."""
-
 
 CONTRACTIONS = (
     PrimName.DOT,
