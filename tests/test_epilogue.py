@@ -180,3 +180,20 @@ def test_every_point_with_the_epilogue_gives_point_zeros_bits(case: str, dtype: 
         differ = [r.point.text() for r in results if r.same is False]
         assert differ == [], f"{nest.site} {dtype}: {differ[:3]}"
         assert sum(1 for r in results if r.same) >= 3, nest.site
+
+
+def test_an_exported_program_with_the_epilogue_has_the_native_bits(tmp_path: Path) -> None:
+    import subprocess
+
+    out = tmp_path / "linear"
+    point = {"tile": [2, 8], "lanes": 8, "epilogue": True}
+    plan = _plan(tmp_path, "f32", {"Linear.apply/%3": point})
+    code, _, err = run_presk(
+        "export", "tutorial/01_linear.psk", "--entry", "Linear{40, 24}.apply",
+        "--dim", "batch=6", "--plan", plan, "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "kernel dot + add" in (out / "kernels.c").read_text()
+    done = subprocess.run(["make", "-s", "-C", str(out), "check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "the native backend's, bit for bit" in done.stdout

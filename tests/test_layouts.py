@@ -346,7 +346,8 @@ def test_autotune_never_writes_into_a_foreign_directory(tmp_path: Path) -> None:
 
 def test_train_under_a_plan_keeps_every_loss(tmp_path: Path) -> None:
     # The step runs its forward pass once, through `Linear.apply.fwd`.
-    plan = _plan(tmp_path, {"layout": {"Linear.apply.fwd/%3": {"tile": [2, 4], "lanes": 4}}})
+    point = {"tile": [2, 4], "lanes": 4, "epilogue": True}  # the bias added in the dot's kernel
+    plan = _plan(tmp_path, {"layout": {"Linear.apply.fwd/%3": point}})
     train = ("train", "tutorial/07_train.psk", "--backend", "native", "--steps", "4")
     runs = []
     for extra, ckpt in (((), "a"), (("--plan", plan), "b")):
