@@ -24,6 +24,7 @@ from conftest import REPO_ROOT, run_presk
 from presk.entries import bind_dims, find_entry
 from presk.host.plan import PlanError, from_json
 from presk.host.realization import Realization
+from presk.kernel import ir
 from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split
 from presk.pipeline import Request, front_end
 from presk.tune import harness
@@ -101,6 +102,38 @@ def test_every_point_gives_point_zeros_bits(case: str, dtype: str, tmp_path: Pat
         if nest.nest.kind is NestKind.CONTRACTION and FULL:
             depths = {r.point.split.depth for r in ran if r.point.split not in (None, NO_SPLIT)}
             assert depths, nest.site
+
+
+def test_packed_adjoints_copy_the_panel_of_their_own_sizes(tmp_path: Path) -> None:
+    """A pack's sizes are the contraction's: dx = dy·wᵀ sums over what dx lacks, so a pack
+    sized from its panel instead copied past it (a heap overrun) where x has several
+    leading axes."""
+    program = tmp_path / "grad3.psk"
+    program.write_text(GRAD.replace("ℝ[B, K]", "ℝ[B, 3, K]").replace("ℝ[B, N]", "ℝ[B, 3, N]"))
+    checked, _ = front_end(str(program), {})
+    chosen = find_entry(checked, "g")
+    binding = bind_dims(chosen, {"B": "4", "K": "16", "N": "24"})
+    request = Request(checked, chosen, binding, Realization("f32"))
+    nests = [n for n in capture(request).nests if n.nest.kind is NestKind.CONTRACTION]
+    packs = []
+    for n in nests:
+        points = points_of(n, 1, "small")
+        packed = [p for p in points if p.pack]
+        if packed:
+            packs.append((n, [points[0], *packed]))
+    assert packs
+    for nest, bench in zip([n for n, _ in packs], harness.prepare_all(packs, 1), strict=True):
+        lowered = bench.points[1]
+        pack = lowered.kernels[0]
+        assert pack.name == "pack" and lowered.panel is not None
+        # The copy runs over the panel's elements exactly.
+        bounds = ir.loop_bounds(pack.body)
+        total = 1
+        for bound in bounds.values():
+            total *= bound
+        assert total == lowered.panel.size, nest.site
+        results = harness.check(bench, 1)
+        assert [r.point.text() for r in results if r.same is False] == [], nest.site
 
 
 def test_a_broken_point_is_seen(tmp_path: Path) -> None:

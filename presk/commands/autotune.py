@@ -35,7 +35,7 @@ from presk.entries import natural
 from presk.host.plan import Plan
 from presk.host.plan import write as write_plan
 from presk.pipeline import Request, front_end
-from presk.tune.capture import capture, points_of, with_entry_inputs
+from presk.tune.capture import CaptureError, capture, points_of, with_entry_inputs
 from presk.tune.model import ProfileError, price
 from presk.tune.model import read as read_profile
 from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
@@ -105,7 +105,10 @@ def _autotune(args: argparse.Namespace) -> int:
     request = Request(checked, chosen.entry, chosen.binding, planned.realization, threads)
     captured = capture(request)
     if args.inputs == "entry":
-        captured = with_entry_inputs(request, captured)
+        try:
+            captured = with_entry_inputs(request, captured)
+        except CaptureError as error:
+            raise CommandError(f"{error}; --inputs drawn draws them instead") from None
     config = ",".join(f"{k}={v}" for k, v in chosen.binding.dims.items())
     dtype = planned.realization.default
     total = sum(len(points_of(n, threads, args.space)) for n in captured.nests)

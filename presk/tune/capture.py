@@ -75,6 +75,10 @@ def capture(request: Request) -> Capture:
     return Capture(nests, time.perf_counter() - start, dict(host.epilogues))
 
 
+class CaptureError(Exception):
+    """The entry could not be run to capture its nests' inputs."""
+
+
 def with_entry_inputs(request: Request, captured: Capture, seed: int = 0) -> Capture:
     """The nests with the inputs the entry gives them, on its inputs drawn from `seed`
     (as `presk run` and `bench` draw them): one capturing build, called once."""
@@ -104,7 +108,7 @@ def with_entry_inputs(request: Request, captured: Capture, seed: int = 0) -> Cap
         set_capture(i, ffi.cast("char *", ffi.from_buffer(area)))
         wanted[nest.site] = (i, [area, *arrays])
     if bound.invoke() != 0:
-        raise RuntimeError("the capturing build's arena is too small")
+        raise CaptureError("the capturing build of the entry returned an error (its arena)")
     nests = []
     for nest in captured.nests:
         if nest.site not in wanted:
@@ -157,4 +161,12 @@ def points_of(nest: Captured, threads: int, size: str) -> list[Layout]:
     return space(nest.nest, splits, full=size != "small")
 
 
-__all__ = ["Capture", "Captured", "capture", "points_of", "splits_for", "with_entry_inputs"]
+__all__ = [
+    "Capture",
+    "CaptureError",
+    "Captured",
+    "capture",
+    "points_of",
+    "splits_for",
+    "with_entry_inputs",
+]

@@ -87,8 +87,7 @@ def lower(
 def lower_pack(launch: Launch, dtype: str) -> ir.Kernel:
     """The kernel that copies a contraction's operand 1 into its [batch…, K, J] panel."""
     panel = layouts.panel_of(launch)
-    copy = Launch(launch.steps, launch.inputs, panel)
-    body = layouts.pack_body(copy, Names(tiles=False))
+    body = layouts.pack_body(launch, panel, Names(tiles=False))
     return ir.Kernel("pack", dtype, (layouts.operand_1(launch),), (panel,), body)
 
 

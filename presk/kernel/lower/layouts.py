@@ -144,11 +144,14 @@ def operand_1(launch: Launch) -> Buffer:
     return p.b(IConst(0), IConst(0)).buffer
 
 
-def pack_body(launch: Launch, names: Names) -> tuple[Stmt, ...]:
-    """The pack kernel's body: panel[batch…, k, j] = b(k, j), read along k (b's memory order)."""
+def pack_body(launch: Launch, panel: Buffer, names: Names) -> tuple[Stmt, ...]:
+    """The pack kernel's body: panel[batch…, k, j] = b(k, j), read along k (b's memory order).
+
+    The product is the contraction's own launch's: an adjoint's sizes come from its output
+    (dx = dy·wᵀ sums over what dx does not have), not from the panel's.
+    """
     p = product_of(launch.steps[-1], launch, names)
     assert p is not None
-    panel = launch.output
     k, j = names.loop(), names.loop()
     batch = [IVar(v) for v, _ in p.batch]
     copy = Store(panel, (*batch, IVar(k), IVar(j)), p.b(IVar(k), IVar(j)))
