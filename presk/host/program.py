@@ -522,11 +522,11 @@ class _Body(FoldRecording):
                     "(as a launch of its own, of the product's type)",
                     "E7002",
                 )
-            self.deferred[add] = _Deferred(launch, ptrs, point, out, self.rec.site, len(steps))
+            self.deferred[add] = _Deferred(launch, ptrs, point, out, self.rec.site)
             return out
         if instr.index in self.epilogue_adds:
             self.candidates[self.epilogue_adds[instr.index]] = (self.rec.site, out)
-        self._launch_product(launch, launch, ptrs, point, out, len(steps))
+        self._launch_product(launch, launch, ptrs, point, out)
         return out
 
     def _launch_product(
@@ -536,7 +536,6 @@ class _Body(FoldRecording):
         ptrs: list[h.Ptr],
         point: Layout | None,
         out: HTensor,
-        steps: int,
     ) -> None:
         """A launch at a plan's point (`nest`'s, which it may finish with an epilogue)
         and, where the point packs, its pack just before."""
@@ -554,7 +553,7 @@ class _Body(FoldRecording):
         self.rec.keep_nest(nest, c_name)
         self.emit(self.rec.launch(c_name, [*ptrs, out.ptr]))
         self.rec.launches += 1
-        self.rec.launches_unfused += steps
+        self.rec.launches_unfused += len(launch.steps) + (launch.epilogue is not None)
 
     def _epilogue_reason(
         self, instr: core.Instr, args: list[HValue], product: HTensor
@@ -587,7 +586,7 @@ class _Body(FoldRecording):
         self.rec.epilogues[d.site] = here
         launch = epilogue.with_epilogue(d.launch, other.dtype, other.axes, first)
         self.rec.site = d.site  # the kernel is the product's nest
-        self._launch_product(d.launch, launch, [*d.ptrs, other.ptr], d.point, d.out, d.steps + 1)
+        self._launch_product(d.launch, launch, [*d.ptrs, other.ptr], d.point, d.out)
         self.rec.site = here
         return d.out
 
@@ -705,7 +704,6 @@ class _Deferred:
     point: Layout
     out: HTensor
     site: str
-    steps: int
 
 
 def _at_frame(stmt: h.Stmt, frame: int) -> h.Stmt:

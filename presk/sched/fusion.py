@@ -17,25 +17,35 @@ from presk.kernel.lower import ELEMENTWISE
 FUSABLE = frozenset(set(ELEMENTWISE) - {"real"})
 
 
-def members(fn: ir.Function) -> set[int]:
-    """Indices of the instructions computed inside their consumer's nest."""
-    uses: dict[int, int] = {}
-    consumer: dict[int, ir.Instr] = {}
+def _readers(fn: ir.Function) -> dict[int, list[ir.Instr | None]]:
+    """Who reads each instruction's value, in order (None: the function's result)."""
+    out: dict[int, list[ir.Instr | None]] = {}
     for instr in fn.body:
         for o in operands(instr.op):
             if isinstance(o, ir.Ref):
-                uses[o.index] = uses.get(o.index, 0) + 1
-                consumer[o.index] = instr
+                out.setdefault(o.index, []).append(instr)
     if isinstance(fn.result, ir.Ref):
-        uses[fn.result.index] = uses.get(fn.result.index, 0) + 1
+        out.setdefault(fn.result.index, []).append(None)
+    return out
+
+
+def _sole_reader(readers: dict[int, list[ir.Instr | None]], index: int) -> ir.Instr | None:
+    """The one instruction that reads `index`, if exactly one reads it (the result is none)."""
+    found = readers.get(index, [])
+    return found[0] if len(found) == 1 else None
+
+
+def members(fn: ir.Function) -> set[int]:
+    """Indices of the instructions computed inside their consumer's nest."""
+    readers = _readers(fn)
     out: set[int] = set()
     for instr in fn.body:
         op = instr.op
         if not (isinstance(op, ir.Prim) and op.name in FUSABLE):
             continue
-        if uses.get(instr.index) != 1 or instr.index not in consumer:
+        user = _sole_reader(readers, instr.index)
+        if user is None:
             continue
-        user = consumer[instr.index]
         if isinstance(user.op, ir.Prim) and user.op.name in FUSABLE and user.type == instr.type:
             out.add(instr.index)
     return out
@@ -52,24 +62,17 @@ def epilogue_adds(fn: ir.Function, fused: set[int]) -> dict[int, int]:
     the product's type, and the product not the function's result: then the
     product's kernel can finish with the add (where a plan states its epilogue).
     """
-    uses: dict[int, list[ir.Instr]] = {}
-    for instr in fn.body:
-        for o in operands(instr.op):
-            if isinstance(o, ir.Ref):
-                uses.setdefault(o.index, []).append(instr)
-    result = fn.result.index if isinstance(fn.result, ir.Ref) else None
+    readers = _readers(fn)
     out: dict[int, int] = {}
     for instr in fn.body:
         op = instr.op
-        readers = uses.get(instr.index, [])
-        if not (isinstance(op, ir.Prim) and op.name in PRODUCTS) or instr.index == result:
+        if not (isinstance(op, ir.Prim) and op.name in PRODUCTS):
             continue
-        if len(readers) != 1:
+        add = _sole_reader(readers, instr.index)
+        if add is None or add.index in fused or add.type != instr.type:
             continue
-        add = readers[0]
-        if isinstance(add.op, ir.Prim) and add.op.name == "add" and add.index not in fused:
-            if add.type == instr.type:
-                out[instr.index] = add.index
+        if isinstance(add.op, ir.Prim) and add.op.name == "add":
+            out[instr.index] = add.index
     return out
 
 

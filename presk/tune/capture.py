@@ -95,30 +95,28 @@ def with_entry_inputs(request: Request, captured: Capture, seed: int = 0) -> Cap
     kernels = dict(state.host.kernels)
     ffi, lib = compiled.library.ffi, compiled.library.lib
     set_capture = getattr(lib, f"{compiled.unit.symbol}__capture")
-    wanted: dict[str, tuple[int, list[npt.NDArray[Any]]]] = {}
+    areas: dict[str, npt.NDArray[np.uint8]] = {}  # a nest's inputs, one after another
     for nest in captured.nests:
         if any(b.dtype == "key" for b in nest.launch.inputs):
             continue  # a draw's key: any key times alike
         i = _first_launch(nest, compiled.unit.profile, kernels, state.host.sites)
         if i is None:
             continue
-        arrays = [np.zeros(b.shape or (1,), dtype=_numpy(b.dtype)) for b in nest.launch.inputs]
-        sizes = [b.size * _numpy(b.dtype).itemsize for b in nest.launch.inputs]
-        area = np.zeros(max(sum(sizes), 1), dtype=np.uint8)
+        total = sum(b.size * _numpy(b.dtype).itemsize for b in nest.launch.inputs)
+        areas[nest.site] = area = np.zeros(max(total, 1), dtype=np.uint8)
         set_capture(i, ffi.cast("char *", ffi.from_buffer(area)))
-        wanted[nest.site] = (i, [area, *arrays])
     if bound.invoke() != 0:
         raise CaptureError("the capturing build of the entry returned an error (its arena)")
     nests = []
     for nest in captured.nests:
-        if nest.site not in wanted:
+        if nest.site not in areas:
             nests.append(nest)
             continue
-        _, (area, *arrays) = wanted[nest.site]
-        at = 0
-        for array in arrays:
-            n = array.nbytes if array.size else 0
-            array.view(np.uint8).reshape(-1)[:n] = area[at : at + n]
+        area, arrays, at = areas[nest.site], [], 0
+        for b in nest.launch.inputs:
+            dtype = _numpy(b.dtype)
+            n = b.size * dtype.itemsize
+            arrays.append(area[at : at + n].view(dtype).reshape(b.shape or (1,)))
             at += n
         nests.append(replace(nest, given=tuple(arrays)))
     seconds = captured.seconds + time.perf_counter() - start
