@@ -65,11 +65,14 @@ layout-check: $(STAMP)
 bench-plans: $(STAMP)
 	$(PY) benchmarks/plans.py
 
-# The layout cost model calibrated on a GEMM at two sizes (the second keeps the first's samples).
+# The layout cost model calibrated on a GEMM at two sizes and two thin products (each call
+# keeps the samples of the calls before).
 calibrate: $(STAMP)
 	@mkdir -p out
 	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=256 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=512 --realize f32 --calibrate out/layout.json --space calib --repeat 5
+	$(PRESK) bench experiments/thin.psk --entry thin_k --dim M=2048 --dim N=1024 --realize f32 --calibrate out/layout.json --space calib --repeat 5
+	$(PRESK) bench experiments/thin.psk --entry thin_n --dim M=2048 --dim N=1024 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 
 # A plan stating every default prints every conformance entry's C text unchanged.
 plan-check: $(STAMP)

@@ -20,7 +20,7 @@ import pytest
 from presk.kernel import ir
 from presk.tune.features import Features, features
 from presk.tune.machine import Machine
-from presk.tune.model import Sample, combine, fit_layout, predict, profile_of
+from presk.tune.model import LAUNCH_MAX_US, Sample, combine, fit_layout, predict, profile_of
 from tests.conftest import run_presk
 
 # A machine with a first-level cache of four lines, so that a 1 KiB buffer misses it.
@@ -127,6 +127,19 @@ def test_the_fit_gives_back_known_constants(form: str, q: float) -> None:
         assert math.isclose(fit.q, q, rel_tol=1e-3)
     assert done.u < 1e-6 and done.spearman > 0.999
     assert fit.spawn_us == 0  # no sample was split: nothing to fit it to
+
+
+def test_a_launch_costs_no_more_than_a_launch_can() -> None:
+    # Points of two launches (a pack's) slower by 400 µs than their terms say: the fit
+    # may not take λ to be 400 µs, which it would then charge to every launch priced.
+    samples, _ = _synthetic("sum", 1.0)
+    slow = [
+        Sample(s.layout, s.group, Features(*(1e5,) * 5, s.group, 2, 0, 0, 0), 2.0 + 400.0)
+        for s in samples[:30]
+    ]
+    fit = fit_layout([*samples, *slow], "sum").fit
+    assert fit.lam_us <= LAUNCH_MAX_US * (1 + 1e-9) < 50.0
+    assert fit_layout(samples, "sum").fit.lam_us == pytest.approx(2.0, rel=1e-3)
 
 
 def test_max_form_predicts_the_largest_term() -> None:

@@ -34,6 +34,12 @@ from presk.kernel.lower.layouts import LayoutError, check_point, panel_of, with_
 from presk.sched.split import bound_at
 from presk.tune.capture import Captured
 
+# A point runs this long before it is timed: a core waking from idle, or its clock
+# ramping up, takes milliseconds, and one warm-up call of a split point that follows
+# a long one-worker point measured it at twice its time (the default of attention's
+# scores: 614, 396, 249, 228, 221 µs over five calls).
+WARM_S = 0.005
+
 
 @dataclass(frozen=True)
 class Lowered:
@@ -179,9 +185,12 @@ class Bench:
         return [_nan_filled(b) for b in outs]
 
     def time(self, i: int, threads: int, repeat: int) -> tuple[float, ...]:
-        """Point i timed `repeat` times after one warm-up call, in seconds."""
+        """Point i timed `repeat` times after it has run for `WARM_S`, in seconds."""
         arrays = [*self._with_panel(i), *self.fresh_outputs()]
+        start = time.perf_counter()
         self._invoke(i, arrays, threads)
+        while time.perf_counter() - start < WARM_S:
+            self._invoke(i, arrays, threads)
         times = []
         for _ in range(repeat):
             start = time.perf_counter()

@@ -40,6 +40,10 @@ from presk.tune.machine import Machine, machine_of
 FORMS = ("pnorm", "sum", "max")
 KINDS = ("layout", "roofline")
 LOG_BOUND = 60.0  # a rate's logarithm stays within ±60 (a vanished term: e^60 per µs)
+# λ and spawn are a launch's fixed costs: a call, the pool's wake-up. Unbounded, the
+# fit made λ 478 µs, since among the calibration points only a pack's have two
+# launches, and so charged its cost to every launch of every nest priced after.
+LAUNCH_MAX_US = 10.0
 
 
 class ProfileError(Exception):
@@ -347,6 +351,8 @@ def fit_layout(samples: list[Sample], form: str) -> Fitted:
     p0 += [start("work")] * ng + [start("loads")] * ng
     lo = [-LOG_BOUND] * len(p0)
     hi = [LOG_BOUND] * len(p0)
+    hi[0] = hi[1] = math.log(LAUNCH_MAX_US)
+    p0[0], p0[1] = (min(v, hi[0] - 0.1) for v in (p0[0], p0[1]))
     from scipy import optimize  # scipy takes a second to import: only where a fit runs
 
     best: optimize.OptimizeResult | None = None
