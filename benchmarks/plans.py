@@ -30,6 +30,9 @@ os.environ.pop("OPENBLAS_L2_SIZE", None)
 import numpy as np
 from benchtools import SETTLE_S
 
+from presk.kernel.layout import Layout
+from presk.tune.capture import Captured
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "out" / "layout.json"
 N = int(os.environ.get("PRESK_BENCH_N", "1024"))
@@ -64,7 +67,7 @@ def blas_kernel() -> str:
 def gemm_space() -> None:
     from presk.entries import bind_dims, find_entry
     from presk.host.realization import Realization
-    from presk.kernel.layout import Layout, Split
+    from presk.kernel.layout import Split
     from presk.pipeline import Request, front_end
     from presk.tune import harness
     from presk.tune.capture import capture, points_of
@@ -121,6 +124,27 @@ def gemm_space() -> None:
             f"throughput  (goal ≥ 0.95×); {candidates[fastest].text()}"
         )
     print(f"  the best point on one worker: {timed[0][2].text()}")
+    gemm_pick(nest, timed)
+
+
+def gemm_pick(nest: Captured, timed: list[tuple[float, int, Layout, bool]]) -> None:
+    """Statement O for the GEMM: the model's cheapest of the points timed on one worker."""
+    if not PROFILE.exists():
+        print(f"statement O, gemm: no profile at {PROFILE}: run `make calibrate` first")
+        return
+    from presk.tune.model import read
+    from presk.tune.pricing import Pricer
+
+    pricer = Pricer(nest, read(str(PROFILE)), 1)
+    priced = [(pricer.price(point), t, point) for t, _, point, _ in timed]
+    predicted, t, point = min(
+        ((p, t, point) for p, t, point in priced if p is not None), key=lambda row: row[0]
+    )
+    print(
+        f"statement O, gemm {N}³ f32 on one worker: the model's pick {t / timed[0][0]:.2f}× "
+        f"the best measured  (goal ≤ 1.10×), predicted {predicted:.0f} µs, measured "
+        f"{t * 1e6:.0f} µs; {point.text()}"
+    )
 
 
 def statement_o() -> None:
