@@ -95,6 +95,29 @@ def test_a_vector_load_counts_once_and_sets_the_lanes() -> None:
     assert got.l2 == 4 * 2 * 64
 
 
+def test_a_tile_of_rows_of_vectors_covers_its_rows() -> None:
+    """out[4i + r, 32j + 16c : +16] for rows r < 4 and vectors c < 2, j < 2 inside i:
+    the tile's eight stores are four rows of two vectors, not one run of eight lines,
+    and the loops cover the whole output, each of its 64 lines once."""
+    out = ir.Buffer(0, "f32", ((None, 16), (None, 64)))  # 16 rows of four lines
+    i, j = ir.IVar("i"), ir.IVar("j")
+
+    def at(r: int, c: int) -> tuple[ir.Index, ir.Index]:
+        row = ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, i, ir.IConst(4)), ir.IConst(r))
+        col = ir.IBin(ir.IntOp.ADD, ir.IBin(ir.IntOp.MUL, j, ir.IConst(32)), ir.IConst(16 * c))
+        return row, col
+
+    stores = tuple(
+        ir.VStore(out, at(r, c), ir.Splat(ir.Const(Fraction(0)), 16))
+        for r in range(4)
+        for c in range(2)
+    )
+    k = ir.Kernel("tile", "f32", (), (out,), (ir.For("i", 4, (ir.For("j", 2, stores),)),))
+    # An L1d of 48 lines: the output (64) misses it, one i's four rows (16) fit.
+    mid = Machine(0, 48 * 64, 1 << 20, 1 << 22, 1, 1, 32, 64)
+    assert features((k,), "f32", mid, 1).l2 == 64 * 64
+
+
 # ---------------------------------------------------------------- the fit
 
 
