@@ -33,6 +33,7 @@ from presk.kernel.lower.dispatch import lower_pack
 from presk.kernel.lower.layouts import LayoutError, check_point, panel_of, with_pack_input
 from presk.sched.split import bound_at
 from presk.tune.capture import Captured
+from presk.tune.interp import run_kernels
 
 # A point runs this long before it is timed: a core waking from idle, or its clock
 # ramping up, takes milliseconds, and one warm-up call of a split point that follows
@@ -165,6 +166,14 @@ class Bench:
         """Point i once: its outputs (and its panel's scratch), fresh arrays."""
         outputs = self.fresh_outputs()
         self._invoke(i, [*self._with_panel(i), *outputs], threads)
+        return outputs
+
+    def interpret(self, i: int) -> list[npt.NDArray[Any]]:
+        """Point i once on the kernel interpreter (interp.py): its outputs, fresh arrays."""
+        outputs = self.fresh_outputs()
+        arrays = [*self._with_panel(i), *outputs]
+        # Flat views by buffer index, the order `_invoke` passes the pointers in.
+        run_kernels(self.points[i].kernels, {n: a.reshape(-1) for n, a in enumerate(arrays)})
         return outputs
 
     def _with_panel(self, i: int) -> list[npt.NDArray[Any]]:

@@ -163,20 +163,25 @@ def rank(day1: Day, day2: Day, entry: str, profile_u: float | None) -> Report:
 
 
 def _l(day1: Day, day2: Day) -> tuple[str, str, str, str]:
-    checked = differing = 0
+    checked = differing = interpreted = interp_differing = 0
     for day in (day1, day2):
         for lines in day.nests.values():
             for line in lines:
                 if line["same"] is not None:
                     checked += 1
                     differing += line["same"] is False
-    verdict = "**holds**" if differing == 0 and checked else "**fails**"
-    return (
-        "L",
-        "every point bit-identical to point 0, natively",
+                if line.get("interp_same") is not None:  # a sweep with --interp
+                    interpreted += 1
+                    interp_differing += line["interp_same"] is False
+    verdict = "**holds**" if differing == 0 == interp_differing and checked else "**fails**"
+    what, measured = (
+        "natively",
         f"{checked} point runs over two sweeps; {differing} outputs differing",
-        verdict,
     )
+    if interpreted:
+        what = "natively and on the kernel interpreter"
+        measured += f"; {interpreted} interpreted, {interp_differing} differing"
+    return ("L", f"every point bit-identical to point 0, {what}", measured, verdict)
 
 
 def _m(

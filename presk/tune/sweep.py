@@ -61,6 +61,10 @@ class NestSweep:
     def differing(self) -> int:
         return sum(1 for line in self.lines if line["same"] is False)
 
+    @property
+    def interp_differing(self) -> int:
+        return sum(1 for line in self.lines if line.get("interp_same") is False)
+
     def best(self) -> dict[str, Any] | None:
         ran = [line for line in self.lines if line["same"]]
         return min(ran, key=lambda line: line["median_us"]) if ran else None
@@ -75,8 +79,11 @@ def sweep(
     dtype: str,
     price: Pricer | None = None,
     progress: Callable[[int], None] | None = None,
+    interp: bool = False,
 ) -> tuple[list[NestSweep], float, float]:
-    """Every point of every nest compiled (one unit), run, compared and timed.
+    """Every point of every nest compiled (one unit), run, compared and timed; with
+    `interp`, each also run on the kernel interpreter and compared with point zero's
+    native bytes.
 
     Returns the nests' sweeps, the seconds spent costing (the model) and measuring."""
     spaces = [(nest, points_of(nest, threads, size)) for nest in captured.nests]
@@ -87,6 +94,7 @@ def sweep(
     for bench in benches:
         result = NestSweep(bench.nest)
         measured = harness.check(bench, threads, repeat)
+        zero = bench.run(0, 1) if interp else []
         for index, (lowered, m) in enumerate(zip(bench.points, measured, strict=True)):
             predicted = None
             if price is not None and lowered.refused is None:
@@ -94,6 +102,12 @@ def sweep(
                 predicted = price(bench.nest, lowered)
                 costed += time.perf_counter() - t0
             times = [t * 1e6 for t in m.times]
+            interp_same = None
+            if interp and lowered.refused is None:
+                got = bench.interpret(index)
+                interp_same = all(
+                    a.tobytes() == b.tobytes() for a, b in zip(got, zero, strict=True)
+                )
             result.lines.append(
                 {
                     "nest": bench.nest.site,
@@ -108,6 +122,7 @@ def sweep(
                     "mad_us": mad(times) if times else None,
                     "predicted_us": predicted,
                     "same": m.same,
+                    "interp_same": interp_same,
                     "refused": m.refused,
                 }
             )
