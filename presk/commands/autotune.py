@@ -148,17 +148,18 @@ def _autotune(args: argparse.Namespace) -> int:
         )
     points = sum(r.measured for r in nests)
     differing = sum(r.differing for r in nests)
+    interp_differing = sum(r.interp_differing for r in nests)
+    where = "natively and on the kernel interpreter" if args.interp else "natively"
+    verdict = "yes"
+    if differing or interp_differing:
+        parts = [f"{differing} points differ natively"]
+        if args.interp:
+            parts.append(f"{interp_differing} on the kernel interpreter")
+        verdict = f"NO ({', '.join(parts)})"
     out.append(
         f"-- {points} points of {len(nests)} nests measured in {measured:.1f} s, costed in "
-        f"{costed:.3f} s; every output bit-identical to point 0, natively: "
-        + ("yes" if differing == 0 else f"NO ({differing} points differ)")
+        f"{costed:.3f} s; every output bit-identical to point 0, {where}: {verdict}"
     )
-    interp_differing = sum(r.interp_differing for r in nests)
-    if args.interp:
-        out.append(
-            "-- every output bit-identical to point 0 on the kernel interpreter: "
-            + ("yes" if interp_differing == 0 else f"NO ({interp_differing} points differ)")
-        )
     if args.out_plan is not None:
         best = {r.nest.site: layout_of(b) for r in nests if (b := r.best()) is not None}
         write_plan(Plan(planned.realization, best, planned.text), args.out_plan)
