@@ -114,3 +114,19 @@ def test_autotune_interp_reports_each_points_verdict(tmp_path: Path) -> None:
     statement = next(x for x in out.splitlines() if x.startswith("| L |"))
     assert "natively and on the kernel interpreter" in statement and "**holds**" in statement
     assert f"{2 * len(ran)} interpreted, 0 differing" in statement
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_a_draw_and_branches_on_each_iteration_are_interpreted(tmp_path: Path, dtype: str) -> None:
+    """Sampling: the runtime's draw, branches whose conditions differ between the rows
+    evaluated together (each arm under its mask), and an index stored to an i64 output."""
+    day = tmp_path / "day"
+    code, out, err = run_presk(
+        "autotune", "tutorial/05_sample.psk", "--entry", "pick", "--dim", "B=33",
+        "--realize", dtype, "--repeat", "1", "--interp", "--out", str(day),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "natively and on the kernel interpreter: yes" in out
+    (path,) = day.glob("*.jsonl")
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert sum(x["interp_same"] is True for x in lines) >= 2
