@@ -108,7 +108,8 @@ def test_autotune_interp_reports_each_points_verdict(tmp_path: Path) -> None:
     lines = [json.loads(x) for f in days[0].glob("*.jsonl") for x in f.read_text().splitlines()]
     ran = [x for x in lines if x["refused"] is None]
     assert ran and all(x["interp_same"] is True for x in ran)
-    assert json.loads((days[0] / "meta.json").read_text())["interp"] is True
+    meta = json.loads((days[0] / "meta.json").read_text())
+    assert meta["interp"] is True and meta["interpreted_s"] > 0 and "interpreted in" in out
     code, out, err = run_presk("rank", str(days[0]), str(days[1]))
     assert code == 0, err
     statement = next(x for x in out.splitlines() if x.startswith("| L |"))

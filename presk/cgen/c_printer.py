@@ -35,14 +35,18 @@ def safe_comment(text: str) -> str:
     return names.comment(text, newlines=True)
 
 
+def rounded(value: Fraction, arith: str) -> float:
+    """`value` rounded once, to nearest, to the arithmetic type (an f32's value as a float)."""
+    if arith == "f64":
+        return float(value)  # Fraction → double rounds correctly (to nearest)
+    with gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True):
+        return float(gmpy2.mpfr(gmpy2.mpq(value.numerator, value.denominator)))
+
+
 def constant(value: Fraction, arith: str) -> str:
     """A C literal of `value` rounded once to the arithmetic type."""
-    if arith == "f64":
-        x = float(value)  # Fraction → double rounds correctly (to nearest)
-        return _literal(x)
-    with gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True):
-        x = float(gmpy2.mpfr(gmpy2.mpq(value.numerator, value.denominator)))
-    return _literal(x) + "f"
+    x = rounded(value, arith)
+    return _literal(x) if arith == "f64" else _literal(x) + "f"
 
 
 def _literal(x: float) -> str:

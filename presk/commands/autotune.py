@@ -115,7 +115,7 @@ def _autotune(args: argparse.Namespace) -> int:
     dtype = planned.realization.default
     total = sum(len(points_of(n, threads, args.space)) for n in captured.nests)
     with _progress(total) as bar:
-        nests, costed, measured = sweep(
+        nests, costed, measured, interpreted = sweep(
             captured, args.space, threads, repeat, config, dtype, pricer, bar.update, args.interp
         )
     meta: dict[str, Any] = {
@@ -133,6 +133,7 @@ def _autotune(args: argparse.Namespace) -> int:
         "captured_s": captured.seconds,
         "costed_s": costed,
         "measured_s": measured,
+        "interpreted_s": interpreted,
         "wall_s": time.perf_counter() - start,
     }
     try:
@@ -156,9 +157,12 @@ def _autotune(args: argparse.Namespace) -> int:
         if args.interp:
             parts.append(f"{interp_differing} on the kernel interpreter")
         verdict = f"NO ({', '.join(parts)})"
+    spent = f"measured in {measured:.1f} s, costed in {costed:.3f} s"
+    if args.interp:
+        spent += f", interpreted in {interpreted:.1f} s"
     out.append(
-        f"-- {points} points of {len(nests)} nests measured in {measured:.1f} s, costed in "
-        f"{costed:.3f} s; every output bit-identical to point 0, {where}: {verdict}"
+        f"-- {points} points of {len(nests)} nests {spent}; every output bit-identical to "
+        f"point 0, {where}: {verdict}"
     )
     if args.out_plan is not None:
         best = {r.nest.site: layout_of(b) for r in nests if (b := r.best()) is not None}

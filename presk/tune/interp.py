@@ -6,11 +6,12 @@ printer or the C compiler (`presk autotune --interp`). It computes what the
 printer's C means (cgen/c_printer.py), operation by operation in the kernel's
 arithmetic type:
 
-- f64 arithmetic is Python's float, f32 NumPy's float32 scalars: both IEEE
-  operations rounded once, as C's under `-ffp-contract=off`;
+- f64 and f32 arithmetic are NumPy's float64 and float32: each operation
+  rounded once, as C's under `-ffp-contract=off` (a draw, a double, promotes
+  what it meets to f64, as in C);
 - bf16 computes in f32, widened on load and rounded to nearest-even on store
   (presk/dtypes.py `f32_to_bf16`, the runtime's rounding);
-- a constant is rounded once to the arithmetic type (`constant`);
+- a constant is rounded once to the arithmetic type (c_printer.py `rounded`);
 - `max` and `min` keep the first operand on ties, as `a < b ? b : a` does;
 - exp, log, tanh, sin, cos and erf call the libm every program compiles in,
   and a draw the runtime's Philox generator, both through a small unit of the
@@ -34,12 +35,12 @@ import math
 from fractions import Fraction
 from typing import Any, assert_never
 
-import gmpy2
 import numpy as np
 import numpy.typing as npt
 
 from presk.build.compile import build
 from presk.build.load import Library, load
+from presk.cgen.c_printer import rounded
 from presk.cgen.program import runtime_text
 from presk.dtypes import Dtype, f32_to_bf16
 from presk.kernel import ir
@@ -185,13 +186,7 @@ class _Kernel:
     def constant(self, value: Fraction) -> Value:
         found = self.constants.get(value)
         if found is None:
-            if self.arith == "f64":
-                found = np.float64(float(value))
-            else:
-                exact = gmpy2.mpq(value.numerator, value.denominator)
-                with gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True):
-                    found = np.float32(float(gmpy2.mpfr(exact)))
-            self.constants[value] = found
+            found = self.constants[value] = self.real.type(rounded(value, self.arith))
         return found
 
     def call(self, name: str, x: Value) -> Value:
