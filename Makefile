@@ -57,9 +57,10 @@ conformance: $(STAMP)
 c-conformance: $(STAMP)
 	$(PY) conformance/c_export.py
 
-# Every point of every layout space checked against point zero's bits, natively.
+# Every point of every layout space checked against point zero's bits, natively and on the
+# kernel interpreter.
 layout-check: $(STAMP)
-	PRESK_LAYOUTS=full $(PY) -m pytest -q tests/test_layouts.py -k every_point
+	PRESK_LAYOUTS=full $(PY) -m pytest -q tests/test_layouts.py tests/test_interp.py -k every
 
 # The layout space of a 1024³ GEMM against OpenBLAS, the model's picks, `presk plan`'s time.
 bench-plans: $(STAMP)

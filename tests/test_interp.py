@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run_presk
-from test_layouts import ATTEND, CASES, THREADS, _nests, _sample
+from test_layouts import ATTEND, CASES, FULL, THREADS, _nests, _sample
 
 from presk.dtypes import bf16_to_f32
 from presk.kernel import ir
@@ -41,7 +41,9 @@ def test_every_sampled_point_interpreted_gives_point_zeros_bits(
     case: str, dtype: str, tmp_path: Path
 ) -> None:
     nests = _nests(case, dtype, tmp_path)
-    spaces = [(nest, _sample(points_of(nest, THREADS, "full"))[::2]) for nest in nests]
+    # Half of test_layouts' sample here; every point under PRESK_LAYOUTS=full (make layout-check).
+    step = 1 if FULL else 2
+    spaces = [(nest, _sample(points_of(nest, THREADS, "full"))[::step]) for nest in nests]
     for bench in harness.prepare_all(spaces, THREADS):
         zero = bench.run(0, 1)
         ran = 0
@@ -77,6 +79,18 @@ def _sum_kernel(dtype: str, out: ir.Buffer) -> ir.Kernel:
         ir.Store(out, (ir.IConst(0),), ir.Var("s")),
     )
     return ir.Kernel("sum", dtype, (X,), (out,), body)
+
+
+def test_a_scratch_outside_any_batched_loop_holds_one_copy() -> None:
+    """A scratch at the top of a kernel (no loop evaluated together): a value read back
+    from it is a scalar, stored as one (a pack's last block of columns is such)."""
+    panel = ir.Buffer(2, "f32", ((None, 3),))
+    copy = ir.For("i", 3, (ir.Store(panel, (ir.IVar("i"),), ir.Load(X, (ir.IVar("i"),))),))
+    back = ir.Store(ONE, (ir.IConst(0),), ir.Load(panel, (ir.IConst(2),)))
+    k = ir.Kernel("copy", "f32", (X,), (ONE,), (ir.Scratch(panel, (copy, back)),))
+    out = np.zeros(1, dtype=np.float32)
+    run_kernels((k,), {0: np.array([1.0, 2.0, 3.0], dtype=np.float32), 1: out})
+    assert out[0] == 3.0
 
 
 def test_each_f32_operation_rounds_and_f64_does_not() -> None:

@@ -166,7 +166,7 @@ class _Kernel:
         at: Value = 0
         for i, size in zip(idx, b.shape, strict=True):
             at = at * size + self.index(i)
-        if b.index in self.scratch:
+        if b.index in self.scratch and self.n > 1:  # this iteration's copy
             at = at + self.iteration * (b.size or 1)
         return at
 
