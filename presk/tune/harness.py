@@ -237,6 +237,11 @@ def prepare_all(
     ]
 
 
+def same_bytes(got: list[npt.NDArray[Any]], zero: list[npt.NDArray[Any]]) -> bool:
+    """Whether a point's outputs are point zero's, byte for byte."""
+    return all(a.tobytes() == b.tobytes() for a, b in zip(got, zero, strict=True))
+
+
 def check(bench: Bench, threads: int, repeat: int = 0) -> list[Measured]:
     """Every point run (and timed `repeat` times), its bytes compared with point zero's."""
     zero = bench.run(0, 1)
@@ -244,7 +249,7 @@ def check(bench: Bench, threads: int, repeat: int = 0) -> list[Measured]:
     for i, lowered in enumerate(bench.points):
         if lowered.refused is None:
             got = bench.run(i, threads)
-            same[i] = all(a.tobytes() == b.tobytes() for a, b in zip(got, zero, strict=True))
+            same[i] = same_bytes(got, zero)
     times: dict[int, tuple[float, ...]] = {}
     if repeat:
         # Two rounds, the second in reverse order, each point keeping its faster round: a
@@ -272,4 +277,5 @@ __all__ = [
     "lower_point",
     "prepare",
     "prepare_all",
+    "same_bytes",
 ]

@@ -31,6 +31,7 @@ attention's scores at B=16, T=256 evaluate in about a second a point.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any, assert_never
@@ -42,7 +43,7 @@ from presk.build.compile import build
 from presk.build.load import Library, load
 from presk.cgen.c_printer import rounded
 from presk.cgen.program import runtime_text
-from presk.dtypes import Dtype, f32_to_bf16
+from presk.dtypes import Dtype, bf16_to_f32, f32_to_bf16
 from presk.kernel import ir
 from presk.sched.split import split_reason
 
@@ -68,16 +69,11 @@ def _runtime_unit() -> tuple[str, str]:
     return "\n".join(lines) + "\n", "\n".join(cdef)
 
 
-_runtime: Library | None = None
-
-
+@functools.cache
 def runtime() -> Library:
     """The runtime's libm and generator, compiled once a process (and cached by hash)."""
-    global _runtime
-    if _runtime is None:
-        text, cdef = _runtime_unit()
-        _runtime = load(build(text), cdef)
-    return _runtime
+    text, cdef = _runtime_unit()
+    return load(build(text), cdef)
 
 
 def storage(b: ir.Buffer) -> np.dtype[Any]:
@@ -117,6 +113,7 @@ class _Kernel:
         self.constants: dict[Fraction, Value] = {}
         self.mask: npt.NDArray[np.bool_] | None = None  # the iterations a branch runs for
         self.n = 1  # iterations evaluated together
+        self.iteration = np.arange(1, dtype=np.int64)  # each one's number (its scratch copy)
         self.scratch: set[int] = set()  # scratch buffers: a copy an iteration
 
     def run(self) -> None:
@@ -178,8 +175,7 @@ class _Kernel:
             case "i64":
                 return raw
             case "bf16":
-                wide = (np.asarray(raw).astype(np.uint32) << 16).view(np.float32)
-                return self.cast(wide if wide.ndim else wide[()], self.real)
+                return self.cast(bf16_to_f32(raw), self.real)
             case _:
                 return self.cast(raw, self.real)
 

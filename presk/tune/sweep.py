@@ -111,9 +111,7 @@ def sweep(
                 t0 = time.perf_counter()
                 got = bench.interpret(index)
                 interpreted += time.perf_counter() - t0
-                interp_same = all(
-                    a.tobytes() == b.tobytes() for a, b in zip(got, zero, strict=True)
-                )
+                interp_same = harness.same_bytes(got, zero)
             result.lines.append(
                 {
                     "nest": bench.nest.site,
