@@ -97,3 +97,18 @@ def test_every_point_of_the_attention_scores_ranks_the_same(dtype: str, tmp_path
     costed = [(c, i) for i, c in enumerate(fast) if c is not None]
     assert len(costed) > 100
     assert min(costed) == min((c, i) for i, c in enumerate(slow) if c is not None)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "uint16", "int32"])
+def test_the_harness_places_its_arrays_as_the_arena_does(dtype: str) -> None:
+    """Every array a point runs on starts at a 64-byte boundary, as in a native frame."""
+    import numpy as np
+
+    from presk.host.program import ALIGN
+    from presk.tune.harness import aligned
+
+    for n in (1, 7, 1024 * 1024 + 3):
+        x = (np.arange(n) % 251).astype(dtype).reshape(-1, 1)
+        y = aligned(x)
+        assert y.ctypes.data % ALIGN == 0
+        assert y.shape == x.shape and y.dtype == x.dtype and y.tobytes() == x.tobytes()

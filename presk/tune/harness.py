@@ -25,7 +25,7 @@ from presk.build.load import Library, load
 from presk.cgen.c_printer import C_STORAGE, kernel_c
 from presk.cgen.program import runtime_text
 from presk.dtypes import Dtype, f32_to_bf16
-from presk.host.program import split_kernel
+from presk.host.program import ALIGN, split_kernel
 from presk.kernel import ir
 from presk.kernel.layout import Layout
 from presk.kernel.lower import lower
@@ -181,7 +181,7 @@ class Bench:
         panel = self.points[i].panel
         if panel is None:
             return [*self.inputs]
-        return [*self.inputs, np.empty(panel.size or 1, dtype=Dtype(panel.dtype).numpy)]
+        return [*self.inputs, _empty(panel.size or 1, Dtype(panel.dtype).numpy)]
 
     def _invoke(self, i: int, arrays: list[npt.NDArray[Any]], threads: int) -> None:
         ffi, lib = self.library.ffi, self.library.lib
@@ -208,10 +208,27 @@ class Bench:
         return tuple(times)
 
 
+def _empty(n: int, dtype: Any) -> npt.NDArray[Any]:
+    """n elements from a 64-byte boundary, as the frame's arena places every buffer
+    (NumPy's large arrays start 16 bytes past a page: a tile's vectors would straddle
+    cache lines the native run's never do)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(n * itemsize + ALIGN, dtype=np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip : skip + n * itemsize].view(dtype)
+
+
+def aligned(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A copy of `array` from a 64-byte boundary (see `_empty`)."""
+    out = _empty(array.size, array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
+
+
 def _nan_filled(b: ir.Buffer) -> npt.NDArray[Any]:
     """An output array every kernel must overwrite: NaN (or all ones) until it does."""
     dtype = Dtype(b.dtype).numpy
-    out = np.empty(b.size or 1, dtype=dtype)
+    out = _empty(b.size or 1, dtype)
     if np.issubdtype(dtype, np.floating):
         out.fill(np.nan)
     else:
@@ -232,7 +249,7 @@ def prepare_all(
     text, cdef = unit_text(lowered)
     library = load(build(text, openmp=threads > 1), cdef)
     return [
-        Bench(nest, points, library, inputs_for(nest, seed), n)
+        Bench(nest, points, library, [aligned(x) for x in inputs_for(nest, seed)], n)
         for n, ((nest, _), points) in enumerate(zip(nests, lowered, strict=True))
     ]
 
