@@ -20,7 +20,7 @@ from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
 from presk.kernel import ir
 from presk.kernel.ir import Buffer
-from presk.kernel.lower import Launch, Step, lower
+from presk.kernel.lower import Launch, Step, lower, tiles
 from presk.kernel.lower.tiles import Packing, packed_shape
 from presk.kernel.text import kernel_text
 from presk.pipeline import compile_path, core_module, front_end
@@ -176,26 +176,30 @@ def _matrix(index: int, dtype: str, rows: int, cols: int) -> Buffer:
 @pytest.mark.parametrize(
     "dtype, m, k, n, packed",
     [
-        ("f32", 1024, 1024, 1024, (16, 256, 1024)),  # the benchmark: four blocks of 256
-        ("f32", 32, 600, 32, (16, 200, 32)),  # the largest divisor of K that fills a panel
-        ("f32", 8, 7, 64, (16, 7, 8)),  # all of a short K in one block
-        ("f64", 16, 20, 16, (8, 20, 16)),  # 8 double lanes, 16 columns
-        ("bf16", 1024, 1024, 1024, (16, 256, 128)),  # sums in 16 KiB of f32: 128 rows
-        ("bf16", 36, 600, 32, (16, 200, 36)),  # a chunk is every row that fits
-        ("bf16", 1000, 20, 32, (16, 20, 1000)),  # one block: the sums stay in registers
+        # (lanes, kc, mc, nc); with 64-byte vectors, 12-row tiles and two cores.
+        ("f32", 1024, 1024, 1024, (16, 256, 96, 512)),  # the benchmark: a block per worker
+        ("f32", 32, 600, 32, (16, 200, 32, 32)),  # the largest divisor of K that fills a panel
+        ("f32", 8, 7, 64, (16, 7, 8, 32)),  # all of a short K in one block
+        ("f64", 16, 20, 16, (8, 20, 16, 16)),  # 8 double lanes, 16 columns
+        ("bf16", 1024, 1024, 1024, (16, 256, 128, 32)),  # sums in 16 KiB of f32: 128 rows
+        ("bf16", 36, 600, 32, (16, 200, 36, 32)),  # a chunk is every row that fits
+        ("bf16", 1000, 20, 32, (16, 20, 1000, 32)),  # one block: the sums stay in the output
         ("f32", 32, 514, 32, None),  # K's divisors are too small: the [4, 16] tile
         ("f32", 32, 20, 16, None),  # 16 columns are not a multiple of 32
         ("f32", 6, 20, 32, None),  # rows not a multiple of 4
     ],
 )
-def test_packed_form_applies_where_its_conditions_hold(dtype, m, k, n, packed) -> None:
+def test_packed_form_applies_where_its_conditions_hold(
+    dtype, m, k, n, packed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tiles, "cores", lambda: 2)
     a, b, out = _matrix(0, dtype, m, k), _matrix(1, dtype, k, n), _matrix(2, dtype, m, n)
     assert packed_shape(a, b, out) == (packed and Packing(*packed))
     kernel = lower(Launch([Step("dot", {}, [a, b], out.axes)], [a, b], out), dtype)
     text = kernel_text(kernel)
     assert ("scratch %3" in text) == (packed is not None)
-    if packed and n > 2 * packed[0] and m * k * n >= split.WORK_THRESHOLD:
-        assert split.splittable(kernel)  # two column panels or more, and work enough
+    if packed and n > packed[3] and m * k * n >= split.WORK_THRESHOLD:
+        assert split.splittable(kernel)  # two blocks of columns or more, and work enough
 
 
 def test_scratch_stores_do_not_stop_a_split_but_outer_ones_do() -> None:
@@ -206,6 +210,8 @@ def test_scratch_stores_do_not_stop_a_split_but_outer_ones_do() -> None:
     (loop,) = kernel.body
     assert isinstance(loop, ir.For)
     (scratch,) = loop.body
+    while isinstance(scratch, ir.For):  # the loop over blocks of K
+        (scratch,) = scratch.body
     assert isinstance(scratch, ir.Scratch)
     # The same scratch around the outer loop would carry values from one iteration to the next.
     hoisted = ir.Kernel(kernel.name, "f32", kernel.inputs, kernel.outputs, (scratch,))

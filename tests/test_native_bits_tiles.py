@@ -11,6 +11,7 @@ other forms and must keep the bits too.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -60,9 +61,13 @@ def _tiles(text: str) -> set[str]:
     out = set()
     if "* 12)" in text:
         out.add("12")
-    # A shorter tile's first row is a constant row index, not a multiple of a tile variable.
-    loads = [line for line in text.splitlines() if line.strip().startswith("s")]
-    if any("= %0[" in line and "* 12)" not in line for line in loads):
+    # A shorter tile reads a's rows at a constant: its packed micro-panel's number, or
+    # (bf16 over several blocks, a read unpacked) its first row, not a multiple of 12.
+    loads = [line.strip() for line in text.splitlines() if re.match(r"\s*s\d+ = ", line)]
+    if any(
+        re.match(r"s\d+ = %[1-9]\d*\[\d+, ", line) or ("= %0[" in line and "* 12)" not in line)
+        for line in loads
+    ):
         out.add("tail")
     return out
 

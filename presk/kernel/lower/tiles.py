@@ -29,12 +29,13 @@ from presk.kernel.ir import (
     Let,
     Load,
     Stmt,
+    Store,
     Var,
     VecOp,
 )
 from presk.kernel.lower.base import ZERO, Names, nest
 from presk.kernel.lower.epilogue import finish
-from presk.machine import vector_unit
+from presk.machine import cores, vector_unit
 
 # The packed form: register tiles of [rows, 2 vectors], a vector one register of the
 # machine's (presk/machine.py: 16 f32 or 8 f64 lanes with AVX-512, 8 or 4 with AVX),
@@ -43,6 +44,10 @@ PACK_ROWS = 4  # the packed form's rows come in multiples of this
 PACK_VECTORS = 2
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
+# Where the output holds the sums, as a BLAS packs: a block of b's columns over a block
+# of K (in L2 or L3), and a chunk of a's rows over it (in L2), both in stack scratch.
+B_BLOCK_BYTES = 1024 * 1024
+A_PANEL_BYTES = 96 * 1024
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
 
 
@@ -132,17 +137,21 @@ def dot_block(
 
 @dataclass(frozen=True)
 class Packing:
-    """The packed form's sizes at one shape.
+    """The packed form's sizes at one shape: `lanes` per vector, `kc` steps of K
+    per block, `mc` rows per chunk and `nc` columns per block.
 
-    `lanes` per vector, `kc` steps of K per block, and `mc` rows per chunk:
-    a bf16 output cannot hold running sums, so over several blocks of K they
-    stay in an f32 scratch of `mc` rows; an f32 or f64 output holds its own
-    and `mc` is every row.
+    Where the output holds the running sums (f32, f64, or bf16 with all of K in
+    one block), `nc` columns of b (a multiple of the tile's width dividing N) are
+    the blocks of the outer, split loop and a chunk is `mc` rows of a (a
+    multiple of the tile's rows; the last chunk may be shorter). A bf16 output
+    cannot hold running sums over several blocks of K: they wait in an f32
+    scratch of `mc` rows (a divisor of M) and `nc` is one panel's width.
     """
 
     lanes: int
     kc: int
     mc: int
+    nc: int
 
 
 def as_matrix(buffer: Buffer) -> Buffer:
@@ -175,11 +184,16 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
     kc = _k_block(k, PANEL_BYTES // (width * size))
     if kc is None:
         return None
-    if dtype != "bf16" or kc == k:
-        return Packing(lanes, kc, m)
-    most = SUMS_BYTES // (width * size)
-    mc = max(d for d in range(PACK_ROWS, min(m, most) + 1, PACK_ROWS) if m % d == 0)
-    return Packing(lanes, kc, mc)
+    if dtype == "bf16" and kc < k:
+        most = SUMS_BYTES // (width * size)
+        mc = max(d for d in range(PACK_ROWS, min(m, most) + 1, PACK_ROWS) if m % d == 0)
+        return Packing(lanes, kc, mc, width)
+    rows = tile_rows()
+    mc = min(m, max(rows, A_PANEL_BYTES // (kc * size) // rows * rows))
+    # A block for each worker where the columns allow (bits do not depend on the block).
+    most = min(B_BLOCK_BYTES // (kc * size), max(width, n // max(2, cores())))
+    nc = max(d for d in range(width, max(width, most) + 1, width) if n % d == 0)
+    return Packing(lanes, kc, mc, nc)
 
 
 def _k_block(k: int, most: int) -> int | None:
@@ -193,87 +207,217 @@ def _k_block(k: int, most: int) -> int | None:
 def dot_packed(
     a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
 ) -> tuple[Stmt, ...]:
-    """Register tiles of [tile_rows(), 2·lanes] reading b from a packed panel, K in blocks of `kc`.
+    """Register tiles of [tile_rows(), 2·lanes] reading packed operands, K in blocks of `kc`.
 
-    For each column panel (the outer, split loop), each block of K is copied
-    into a `kc` × width scratch panel (bf16 widened to f32, exactly):
-    consecutive in memory, where b's own rows lie a whole row apart (4 KiB at
-    N = 1024 in f32, all in one cache set). The rows of a chunk then run
-    their tiles over the block, twelve rows a tile with 32 registers (24
-    accumulators: each load of the panel serves twelve rows, and the adds of
-    one step in k are 24 independent chains, enough to hide their latency),
-    six with 16, and the chunk's last rows in one shorter tile. A tile's accumulators
-    start at 0 in the first block and at the sums the previous block stored
-    (in the output, or for bf16 in an f32 scratch): a stored and reloaded f32
-    or f64 is exact, so each lane still adds its terms one at a time in
-    increasing k from 0 and a bf16 result is rounded once, at the end: the
-    bits are the row-wise form's.
+    A tile has twelve rows with 32 registers (24 accumulators: each load of
+    b serves twelve rows, and the adds of one step in k are 24 independent
+    chains, enough to hide their latency), six with 16, and a chunk's last
+    rows run in one shorter tile. Its accumulators start at 0 in the first
+    block of K and at the sums the previous block stored (in the output, or
+    for bf16 in an f32 scratch): a stored and reloaded f32 or f64 is exact, so
+    each lane still adds its terms one at a time in increasing k from 0 and
+    a bf16 result is rounded once, at the end: the bits are the row-wise
+    form's. Packed copies (bf16 widened to f32, exactly) are read
+    consecutively, where b's own rows lie a whole row apart (4 KiB at N =
+    1024 in f32, all in one cache set).
+    """
+    if out.dtype == "bf16" and a.shape[1] > packing.kc:
+        return _dot_carried(a, b, out, names, scratch, packing)
+    return _dot_blocked(a, b, out, names, scratch, packing)
+
+
+def _dot_blocked(
+    a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
+) -> tuple[Stmt, ...]:
+    """The output holds the sums: blocks of `nc` columns (the split loop), then blocks of K.
+
+    For each, the block of b is copied into `B_BLOCK_BYTES` at most of
+    panels, one a tile's width (`kc` × width, consecutive), and each chunk
+    of `mc` rows of a into micro-panels (a tile's rows side by side for each
+    k, `A_PANEL_BYTES` at most, which stays in L2 while every panel of the
+    block reads it). So each element of a and b is copied once a block, as
+    a BLAS packs its operands.
+    """
+    lanes, kc, mc, nc = packing.lanes, packing.kc, packing.mc, packing.nc
+    (m, k), n = a.shape, b.shape[1]
+    width, rows, blocks = lanes * PACK_VECTORS, tile_rows(), k // kc
+    arith = ir.arith(out.dtype)
+    jc = names.loop() if n > nc else None
+    kb = names.loop() if blocks > 1 else None
+    b_block = Buffer(scratch, arith, ((None, nc // width), (None, kc), (None, width)))
+    a_panel = Buffer(scratch + 1, arith, ((None, -(-mc // rows)), (None, kc), (None, rows)))
+    jr = names.loop()
+    k0 = _times(IVar(kb), kc) if kb is not None else IConst(0)
+    # jc·nc + (jr·width + c·lanes): the split loop's block, then a column within it.
+    block = _times(IVar(jc), nc) if jc is not None else IConst(0)
+    cols = [
+        _plus(block, _plus(_times(IVar(jr), width), IConst(c * lanes))) for c in range(PACK_VECTORS)
+    ]
+
+    kp = names.loop()
+    pack_b = For(
+        jr,
+        nc // width,
+        (
+            For(
+                kp,
+                kc,
+                tuple(
+                    ir.VStore(
+                        b_block,
+                        (IVar(jr), IVar(kp), IConst(c * lanes)),
+                        ir.VLoad(b, (_plus(k0, IVar(kp)), cols[c]), lanes),
+                    )
+                    for c in range(PACK_VECTORS)
+                ),
+            ),
+        ),
+    )
+
+    def chunk(base: Index, count: int) -> tuple[Stmt, ...]:
+        """The `count` rows of a from row `base`: packed, then their tiles over the block."""
+        whole, rest = divmod(count, rows)
+        t, r, ka = names.loop(), names.loop(), names.loop()
+
+        def pack_rows(number: Index, n: int) -> Stmt:
+            at = (_plus(base, _plus(_times(number, rows), IVar(r))), _plus(k0, IVar(ka)))
+            copy = Store(a_panel, (number, IVar(ka), IVar(r)), Load(a, at))
+            # The panel written in order; each line of a's rows serves 16 steps from L1.
+            return For(ka, kc, (For(r, n, (copy,)),))
+
+        def tile(number: Index, n: int) -> tuple[Stmt, ...]:
+            out_rows = [_plus(base, _plus(_times(number, rows), IConst(i))) for i in range(n)]
+            return _register_tile(
+                names,
+                [[(row, col) for col in cols] for row in out_rows],
+                out,
+                lambda step: [Load(a_panel, (number, step, IConst(i))) for i in range(n)],
+                lambda step: [
+                    ir.VLoad(b_block, (IVar(jr), step, IConst(c * lanes)), lanes)
+                    for c in range(PACK_VECTORS)
+                ],
+                (kc, kb, blocks),
+            )
+
+        packs: tuple[Stmt, ...] = ()
+        tiles: tuple[Stmt, ...] = ()
+        if whole:
+            packs += (For(t, whole, (pack_rows(IVar(t), rows),)),)
+            tiles += (For(t, whole, tile(IVar(t), rows)),)
+        if rest:
+            packs += (pack_rows(IConst(whole), rest),)
+            tiles += tile(IConst(whole), rest)
+        return (*packs, For(jr, nc // width, tiles))
+
+    full, last = divmod(m, mc)
+    ic = names.loop()
+    chunks: tuple[Stmt, ...] = ()
+    if full:
+        chunks += (For(ic, full, chunk(_times(IVar(ic), mc), mc)),)
+    if last:
+        chunks += chunk(IConst(full * mc), last)
+    body: tuple[Stmt, ...] = (ir.Scratch(b_block, (pack_b, ir.Scratch(a_panel, chunks))),)
+    if kb is not None:
+        body = (For(kb, blocks, body),)
+    if jc is not None:
+        body = (For(jc, n // nc, body),)
+    return body
+
+
+def _register_tile(
+    names: Names,
+    at_out: list[list[tuple[Index, Index]]],
+    out: Buffer,
+    a_rows: Callable[[Index], list[Load]],
+    b_vectors: Callable[[Index], list[ir.VLoad]],
+    blocking: tuple[int, str | None, int],
+    home: tuple[Buffer, list[list[tuple[Index, Index]]]] | None = None,
+) -> tuple[Stmt, ...]:
+    """A tile of rows × vectors accumulators over the current block of K.
+
+    `at_out[r][c]` is accumulator (r, c)'s place in the output; `a_rows(k)` and
+    `b_vectors(k)` the loads of step k of the block; `blocking` the block's
+    size, the loop over blocks (None: one) and their count; `home` where the
+    sums wait between blocks if not in the output (bf16's scratch).
+    """
+    kc, kb, blocks = blocking
+    lanes = b_vectors(IConst(0))[0].lanes
+    grid = [(r, c) for r in range(len(at_out)) for c in range(len(at_out[0]))]
+    acc = {(r, c): f"v{r * len(at_out[0]) + c}" for r, c in grid}
+    keep_in, keep_at = home if home is not None else (out, at_out)
+
+    def each(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
+        return tuple(make(r, c) for r, c in grid)
+
+    zero = each(lambda r, c: ir.VLet(acc[r, c], ir.Splat(ZERO, lanes), lanes))
+    reload = each(lambda r, c: ir.VLet(acc[r, c], ir.VLoad(keep_in, keep_at[r][c], lanes), lanes))
+    keep = each(lambda r, c: ir.VStore(keep_in, keep_at[r][c], ir.VVar(acc[r, c], lanes)))
+    final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r, c], lanes)))
+    start, done = zero, finish(names, final)
+    if kb is not None:
+        start = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(0)), zero, reload),)
+        last = Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1))
+        if home is not None:
+            done = (If(last, done, keep),)
+        elif names.epilogue is not None:
+            done = (If(last, done, final),)  # the output holds the sums: the last block adds
+    k = names.loop()
+    rows = [[acc[r, c] for c in range(len(at_out[0]))] for r in range(len(at_out))]
+    step = tile_step(names, rows, a_rows(IVar(k)), b_vectors(IVar(k)))
+    return (*start, For(k, kc, step), *done)
+
+
+def _dot_carried(
+    a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
+) -> tuple[Stmt, ...]:
+    """bf16 over several blocks of K: column panels of one tile's width outermost (split).
+
+    Each block of K of the panel is copied into a `kc` × width scratch; the
+    rows run in chunks of `mc` whose running sums wait in an f32 scratch
+    between blocks, rounded to bf16 once, on the last block's store.
     """
     lanes, kc, mc = packing.lanes, packing.kc, packing.mc
-    vectors = PACK_VECTORS
-    width = lanes * vectors
+    width = lanes * PACK_VECTORS
     blocks = a.shape[1] // kc
-    carried = out.dtype == "bf16" and blocks > 1  # sums between blocks in scratch
     jb = names.loop()
     mb = names.loop() if a.shape[0] > mc else None
-    kb = names.loop() if blocks > 1 else None
+    kb = names.loop()
     kp = names.loop()
     arith = ir.arith(out.dtype)
     panel = Buffer(scratch, arith, ((None, kc), (None, width)))
     sums = Buffer(scratch + 1, arith, ((None, mc), (None, width)))
+    k0 = _times(IVar(kb), kc)
+    cols = [_plus(_times(IVar(jb), width), IConst(c * lanes)) for c in range(PACK_VECTORS)]
 
-    def in_k(var: str) -> Index:
-        """The position in K of step `var` of the current block."""
-        return (
-            IVar(var)
-            if kb is None
-            else IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(kb), IConst(kc)), IVar(var))
-        )
-
-    col = [
-        IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(jb), IConst(width)), IConst(c * lanes))
-        for c in range(vectors)
-    ]
-
-    def tile(base: Index, rows: int) -> tuple[Stmt, ...]:
-        """The tile of `rows` rows from row `base` of the chunk over the current block."""
-        k = names.loop()
-        tile_row = [_plus(base, IConst(r)) for r in range(rows)]
-        row = [
-            r if mb is None else IBin(IntOp.ADD, IBin(IntOp.MUL, IVar(mb), IConst(mc)), r)
-            for r in tile_row
+    def tile(base: Index, n: int) -> tuple[Stmt, ...]:
+        """The tile of `n` rows from row `base` of the chunk over the current block."""
+        tile_row = [_plus(base, IConst(r)) for r in range(n)]
+        row = [r if mb is None else _plus(_times(IVar(mb), mc), r) for r in tile_row]
+        at_sums: list[list[tuple[Index, Index]]] = [
+            [(tile_row[r], IConst(c * lanes)) for c in range(PACK_VECTORS)] for r in range(n)
         ]
-        acc = [[f"v{r * vectors + c}" for c in range(vectors)] for r in range(rows)]
-        at_out = [[(row[r], col[c]) for c in range(vectors)] for r in range(rows)]
-        at_sums = [[(tile_row[r], IConst(c * lanes)) for c in range(vectors)] for r in range(rows)]
-        home, home_at = (sums, at_sums) if carried else (out, at_out)
-
-        def each(make: Callable[[int, int], Stmt]) -> tuple[Stmt, ...]:
-            """One statement per accumulator."""
-            return tuple(make(r, c) for r in range(rows) for c in range(vectors))
-
-        zero = each(lambda r, c: ir.VLet(acc[r][c], ir.Splat(ZERO, lanes), lanes))
-        reload = each(lambda r, c: ir.VLet(acc[r][c], ir.VLoad(home, home_at[r][c], lanes), lanes))
-        keep = each(lambda r, c: ir.VStore(home, home_at[r][c], ir.VVar(acc[r][c], lanes)))
-        final = each(lambda r, c: ir.VStore(out, at_out[r][c], ir.VVar(acc[r][c], lanes)))
-        start, done = zero, finish(names, final)
-        if kb is not None:
-            start = (If(Cmp(CmpOp.EQ, IVar(kb), IConst(0)), zero, reload),)
-            last = Cmp(CmpOp.EQ, IVar(kb), IConst(blocks - 1))
-            if carried:
-                done = (If(last, done, keep),)
-            elif names.epilogue is not None:
-                done = (If(last, done, final),)  # the output holds the sums: the last block adds
-        b_vectors = [ir.VLoad(panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(vectors)]
-        step = tile_step(names, acc, [Load(a, (row[r], in_k(k))) for r in range(rows)], b_vectors)
-        return (*start, For(k, kc, step), *done)
+        return _register_tile(
+            names,
+            [[(row[r], col) for col in cols] for r in range(n)],
+            out,
+            lambda step: [Load(a, (row[r], _plus(k0, step))) for r in range(n)],
+            lambda step: [
+                ir.VLoad(panel, (step, IConst(c * lanes)), lanes) for c in range(PACK_VECTORS)
+            ],
+            (kc, kb, blocks),
+            (sums, at_sums),
+        )
 
     pack = For(
         kp,
         kc,
         tuple(
-            ir.VStore(panel, (IVar(kp), IConst(c * lanes)), ir.VLoad(b, (in_k(kp), col[c]), lanes))
-            for c in range(vectors)
+            ir.VStore(
+                panel,
+                (IVar(kp), IConst(c * lanes)),
+                ir.VLoad(b, (_plus(k0, IVar(kp)), cols[c]), lanes),
+            )
+            for c in range(PACK_VECTORS)
         ),
     )
     rows = tile_rows()
@@ -281,16 +425,20 @@ def dot_packed(
     body: tuple[Stmt, ...] = (pack,)
     if whole:
         ib = names.loop()
-        body += (For(ib, whole, tile(IBin(IntOp.MUL, IVar(ib), IConst(rows)), rows)),)
+        body += (For(ib, whole, tile(_times(IVar(ib), rows), rows)),)
     if rest:
         body += tile(IConst(whole * rows), rest)
-    if kb is not None:
-        body = (For(kb, blocks, body),)
+    body = (For(kb, blocks, body),)
     if mb is not None:
         body = (For(mb, a.shape[0] // mc, body),)
-    if carried:
-        body = (ir.Scratch(sums, body),)
-    return (For(jb, b.shape[1] // width, (ir.Scratch(panel, body),)),)
+    return (For(jb, b.shape[1] // width, (ir.Scratch(panel, (ir.Scratch(sums, body),)),)),)
+
+
+def _times(index: Index, n: int) -> Index:
+    """index · n, without multiplying a constant or by one."""
+    if isinstance(index, IConst):
+        return IConst(index.value * n)
+    return index if n == 1 else IBin(IntOp.MUL, index, IConst(n))
 
 
 def _plus(base: Index, offset: Index) -> Index:
