@@ -27,8 +27,9 @@ from presk.host.realization import Realization
 from presk.kernel import ir
 from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split
 from presk.pipeline import Request, front_end
-from presk.tune import harness
+from presk.tune import epilogue, harness
 from presk.tune.capture import capture, points_of, with_entry_inputs
+from presk.tune.sweep import EPILOGUES, sweep
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -314,7 +315,13 @@ def test_autotune_measures_every_point_and_rank_reads_two_days(tmp_path: Path) -
         )  # fmt: skip
         assert code == 0, err
         assert "every output bit-identical to point 0, natively: yes" in out
-    lines = [json.loads(x) for f in days[0].glob("*.jsonl") for x in f.read_text().splitlines()]
+    # The product's add, timed as its epilogue beside the two launches, gives their bits.
+    assert "Linear.apply/%3              + Linear.apply/%5 as its epilogue: " in out
+    assert "every output bit-identical to the two launches: yes" in out
+    joined = [json.loads(x) for x in (days[0] / EPILOGUES).read_text().splitlines()]
+    assert joined and all(x["same"] for x in joined) and joined[0]["point"]["epilogue"]
+    nests = [f for f in days[0].glob("*.jsonl") if f.name != EPILOGUES]
+    lines = [json.loads(x) for f in nests for x in f.read_text().splitlines()]
     assert lines and all(x["same"] in (True, None) for x in lines)
     ran = [x for x in lines if x["same"]]
     assert all(len(x["times_us"]) == 2 and x["median_us"] > 0 for x in ran)
@@ -330,6 +337,28 @@ def test_autotune_measures_every_point_and_rank_reads_two_days(tmp_path: Path) -
     assert code == 0, err
     assert "| L | every point bit-identical" in out and "**holds**" in out
     assert "| tile |" in out and (tmp_path / "rank.md").read_text() == out
+
+
+def test_the_epilogue_verdict_compares_with_the_two_launches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked, _ = front_end(str(REPO_ROOT / LINEAR[0]), {})
+    chosen = find_entry(checked, LINEAR[2])
+    request = Request(checked, chosen, bind_dims(chosen, {"batch": "6"}), Realization("f32"))
+    captured = capture(request)
+    swept = sweep(captured, "small", 1, 1, "", "f32")[0]
+    lines = epilogue.measure(captured, swept, 1, 2)
+    assert len(lines) == 1 + epilogue.FASTEST and all(x["same"] for x in lines)
+    assert all(x["two_launches_us"] == x["product_us"] + x["add_us"] for x in lines)
+    found = epilogue.chosen(lines)
+    assert found is not None
+    assert found[1] == min(x["two_launches_us"] for x in lines)
+    assert found[0]["median_us"] == min(x["median_us"] for x in lines)
+    # Against the product alone (the add's drawn operand is not zero) every point differs.
+    monkeypatch.setattr(epilogue, "_two_launches", lambda p, product, add: product.run(0, 1))
+    wrong = epilogue.measure(captured, swept, 1, 0)
+    assert [x["same"] for x in wrong] == [False] * len(lines)
+    assert epilogue.chosen(wrong) is None
 
 
 def test_autotune_times_each_nest_on_the_inputs_the_entry_gives_it(tmp_path: Path) -> None:

@@ -7,8 +7,11 @@ with point zero and timed `--repeat` times. The inputs are, by default,
 those the entry gives each nest when it runs on its drawn inputs (one
 capturing build, presk/tune/capture.py); `--inputs drawn` draws them in
 each input's type instead.
+A product whose add could be its bias epilogue is timed again with the add
+in its kernel, against the two launches (presk/tune/epilogue.py).
 DIR gets one JSON line per point (presk/tune/sweep.py); `--out-plan`
-writes the best measured point of each nest as a plan.
+writes the best measured point of each nest as a plan, a product taking
+its epilogue where that measured faster than the two launches.
 """
 
 from __future__ import annotations
@@ -33,10 +36,19 @@ from presk.entries import natural
 from presk.host.plan import Plan
 from presk.host.plan import write as write_plan
 from presk.pipeline import Request, front_end
+from presk.tune import epilogue
 from presk.tune.capture import CaptureError, capture, points_of, with_entry_inputs
 from presk.tune.model import ProfileError, price
 from presk.tune.model import read as read_profile
-from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
+from presk.tune.sweep import (
+    NestSweep,
+    Pricer,
+    SweepError,
+    check_day,
+    layout_of,
+    sweep,
+    write_day,
+)
 
 NAME = "autotune"
 HELP = "Measure every point of every nest's layout space, each checked against point zero's bits"
@@ -118,6 +130,9 @@ def _autotune(args: argparse.Namespace) -> int:
         nests, costed, measured, interpreted = sweep(
             captured, args.space, threads, repeat, config, dtype, pricer, bar.update, args.interp
         )
+    joined_at = time.perf_counter()
+    joined = epilogue.measure(captured, nests, threads, repeat)
+    joined_s = time.perf_counter() - joined_at
     meta: dict[str, Any] = {
         "file": args.file,
         "entry": chosen.entry.text,
@@ -134,10 +149,11 @@ def _autotune(args: argparse.Namespace) -> int:
         "costed_s": costed,
         "measured_s": measured,
         "interpreted_s": interpreted,
+        "epilogues_s": joined_s,
         "wall_s": time.perf_counter() - start,
     }
     try:
-        paths = write_day(args.out, meta, nests)
+        paths = write_day(args.out, meta, nests, joined)
     except SweepError as error:
         raise CommandError(str(error)) from None
     out = []
@@ -147,8 +163,16 @@ def _autotune(args: argparse.Namespace) -> int:
             f"{result.nest.site:<28} {result.nest.operands:<32} "
             f"{result.measured:>5} of {n:>5} points  {path}"
         )
+    taken = {}  # a product's site → its epilogue point, where it beat the two launches
+    for result in nests:
+        mine = [x for x in joined if x["nest"] == result.nest.site]
+        if mine:
+            out.append(_epilogue_line(result, mine))
+            found = epilogue.chosen(mine)
+            if found is not None and found[0]["median_us"] < found[1]:
+                taken[result.nest.site] = found[0]
     points = sum(r.measured for r in nests)
-    differing = sum(r.differing for r in nests)
+    differing = sum(r.differing for r in nests) + sum(1 for x in joined if x["same"] is False)
     interp_differing = sum(r.interp_differing for r in nests)
     where = "natively and on the kernel interpreter" if args.interp else "natively"
     verdict = "yes"
@@ -166,10 +190,30 @@ def _autotune(args: argparse.Namespace) -> int:
     )
     if args.out_plan is not None:
         best = {r.nest.site: layout_of(b) for r in nests if (b := r.best()) is not None}
+        for site, line in taken.items():  # the add launches nothing: no point of its own
+            best[site] = layout_of(line)
+            best.pop(line["add"], None)
         write_plan(Plan(planned.realization, best, planned.text), args.out_plan)
         out.append(f"-- the best measured point of each nest written to {args.out_plan}")
     sys.stdout.write("\n".join(out) + "\n")
     return 0 if differing == 0 and interp_differing == 0 else 1
+
+
+def _epilogue_line(product: NestSweep, lines: list[dict[str, Any]]) -> str:
+    """A product's epilogue in a line: its fastest exact point with the add in its kernel
+    against the fastest of the same points and the add as two launches."""
+    same = all(x["same"] for x in lines if x["same"] is not None)
+    ran = sum(1 for x in lines if x["same"] is not None)
+    head = f"{product.nest.site:<28} + {lines[0]['add']} as its epilogue:"
+    found = epilogue.chosen(lines)
+    verdict = f"every output bit-identical to the two launches: {'yes' if same else 'NO'}"
+    if found is None:
+        return f"{head} {ran} of {len(lines)} points ran, none timed; {verdict}"
+    fused, apart = found[0]["median_us"], found[1]
+    return (
+        f"{head} {fused:.1f} µs against {apart:.1f} µs in two launches "
+        f"({apart / fused:.2f}×), {ran} of {len(lines)} points; {verdict}"
+    )
 
 
 class _Quiet:

@@ -109,7 +109,7 @@ def _plan(args: argparse.Namespace) -> int:
     total = 0
     # Every product an add alone reads takes it as its epilogue: the add's launch and its
     # passes over the output go, for one more load an element in the product's kernel.
-    finished = {add: product for product, add in captured.epilogues.items()}
+    finished = {joined.add: product for product, joined in captured.epilogues.items()}
     for nest in captured.nests:
         points = priced(nest, profile, threads)
         if not points:

@@ -68,6 +68,15 @@ FunctionInstance = Function
 
 
 @dataclass(frozen=True)
+class Joinable:
+    """The add a product's epilogue may be: its site, and whether it reads its other
+    operand first (the order the epilogue keeps)."""
+
+    add: str
+    first: bool
+
+
+@dataclass(frozen=True)
 class HostProgram:
     """Every kernel and function instance of an entry, and the entry's interface."""
 
@@ -84,8 +93,8 @@ class HostProgram:
     params: tuple[str, ...] = ()  # the entry's parameter names, as the program spells them
     folds: int = 0  # host loops over stacked layers
     nests: dict[str, list[tuple[Launch, str]]] = field(default_factory=dict)  # site → nests
-    # A product's site → the site of the add its epilogue may be (stated or not).
-    epilogues: dict[str, str] = field(default_factory=dict)
+    # A product's site → the add its epilogue may be (stated or not).
+    epilogues: dict[str, Joinable] = field(default_factory=dict)
 
     @property
     def arena_bytes(self) -> int:
@@ -162,7 +171,7 @@ class Recorder:
         self.dead = 0  # launches recorded for values nothing reads
         self.site = ""  # the site being recorded, `fn/%N`
         self.sites: dict[str, list[str]] = {}  # C kernel name → the sites that launch it
-        self.epilogues: dict[str, str] = {}  # a product's site → the add its epilogue may be
+        self.epilogues: dict[str, Joinable] = {}  # a product's site → the add it may finish
 
     # ------------------------------------------------------------ kernels
 
@@ -476,8 +485,9 @@ class _Body(FoldRecording):
         if instr.index in self.candidates:
             # A product's epilogue this add could be (what `presk plan` may state).
             site, product = self.candidates.pop(instr.index)
-            if self._epilogue_reason(instr, args, product)[0] is None:
-                self.rec.epilogues[site] = self.rec.site
+            reason, first, _ = self._epilogue_reason(instr, args, product)
+            if reason is None:
+                self.rec.epilogues[site] = Joinable(self.rec.site, first)
         if name not in ELEMENTWISE and name != "dropout":
             # Other kernels read their operands from buffers: a constant (a cotangent
             # of 1, say) becomes a scalar buffer.
@@ -583,7 +593,7 @@ class _Body(FoldRecording):
         if reason is not None:
             raise PlanError(f"{d.site}: `epilogue`: {reason}", "E7002")
         assert isinstance(other, HTensor)
-        self.rec.epilogues[d.site] = here
+        self.rec.epilogues[d.site] = Joinable(here, first)
         launch = epilogue.with_epilogue(d.launch, other.dtype, other.axes, first)
         self.rec.site = d.site  # the kernel is the product's nest
         self._launch_product(d.launch, launch, [*d.ptrs, other.ptr], d.point, d.out)
@@ -817,6 +827,7 @@ __all__ = [
     "HostError",
     "HostProgram",
     "HostRunError",
+    "Joinable",
     "Recorder",
     "layout",
     "leaf_paths",

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from presk.backends.native import CompiledEntry
 from presk.cgen.host import ProfiledLaunch
 from presk.dtypes import Dtype
+from presk.host.program import Joinable
 from presk.interp.synth import draw_inputs
 from presk.kernel import ir
 from presk.kernel.layout import Layout, Nest, Split, space
@@ -59,8 +60,8 @@ class Capture:
 
     nests: tuple[Captured, ...]
     seconds: float
-    # A product's site → the add's its epilogue may do (kernel/lower/epilogue.py).
-    epilogues: dict[str, str] = field(default_factory=dict)
+    # A product's site → the add its epilogue may do (kernel/lower/epilogue.py).
+    epilogues: dict[str, Joinable] = field(default_factory=dict)
 
 
 def capture(request: Request) -> Capture:

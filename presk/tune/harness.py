@@ -28,7 +28,7 @@ from presk.dtypes import Dtype, f32_to_bf16
 from presk.host.program import ALIGN, split_kernel
 from presk.kernel import ir
 from presk.kernel.layout import Layout
-from presk.kernel.lower import lower
+from presk.kernel.lower import LoweringError, lower
 from presk.kernel.lower.dispatch import lower_pack
 from presk.kernel.lower.layouts import LayoutError, check_point, panel_of, with_pack_input
 from presk.sched.split import bound_at
@@ -63,7 +63,7 @@ def lower_point(nest: Captured, point: Layout, threads: int) -> Lowered:
             launch = with_pack_input(launch, panel)
         k = lower(launch, nest.dtype, True, point)
         kernels.append(split_kernel(k, point.split, threads, threads))
-    except LayoutError as error:
+    except (LayoutError, LoweringError) as error:  # a form that cannot finish an epilogue
         return Lowered(point, refused=str(error))
     return Lowered(point, tuple(kernels), panel)
 

@@ -6,7 +6,11 @@ and the sweep's times) and one `<nest>.jsonl` per nest (`scores/%2` is
 `scores__2.jsonl`), a JSON line per point with its layout, its times, its
 median and median absolute deviation, the model's prediction if a profile
 was given, and its bit verdict against point zero. `presk rank` and
-`presk reprice` read these directories.
+`presk reprice` read these directories. Where a product's add could be its
+bias epilogue, `epilogues.jsonl` holds a line per product point timed with
+the add in its kernel, beside the two launches it replaces
+(presk/tune/epilogue.py); `rank` leaves it out, as its statements are about
+one nest's points.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from presk.tune import harness
 from presk.tune.capture import Capture, Captured, points_of
 
 META = "meta.json"
+EPILOGUES = "epilogues.jsonl"
 
 
 def nest_file(site: str) -> str:
@@ -152,16 +157,26 @@ class SweepError(Exception):
     """A sweep directory that cannot be written or read (one line for the user)."""
 
 
-def write_day(directory: str, meta: dict[str, Any], nests: list[NestSweep]) -> list[str]:
+def _lines(lines: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+
+
+def write_day(
+    directory: str,
+    meta: dict[str, Any],
+    nests: list[NestSweep],
+    epilogues: list[dict[str, Any]] | None = None,
+) -> list[str]:
     """The sweep's files, each written whole; returns the nests' file paths."""
     check_day(directory)
     os.makedirs(directory, exist_ok=True)
     paths = []
     for result in nests:
         path = os.path.join(directory, nest_file(result.nest.site))
-        text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in result.lines)
-        write_atomically(path, text.encode())
+        write_atomically(path, _lines(result.lines))
         paths.append(path)
+    if epilogues:
+        write_atomically(os.path.join(directory, EPILOGUES), _lines(epilogues))
     write_atomically(os.path.join(directory, META), (json.dumps(meta, indent=2) + "\n").encode())
     return paths
 
@@ -182,7 +197,7 @@ def read_day(directory: str) -> Day:
             meta = json.load(handle)
         nests: dict[str, list[dict[str, Any]]] = {}
         for name in sorted(os.listdir(directory)):
-            if not name.endswith(".jsonl"):
+            if not name.endswith(".jsonl") or name == EPILOGUES:
                 continue
             with open(os.path.join(directory, name), encoding="utf-8") as handle:
                 lines = [json.loads(line) for line in handle if line.strip()]
@@ -207,6 +222,7 @@ def layout_of(line: dict[str, Any]) -> Layout:
 
 
 __all__ = [
+    "EPILOGUES",
     "META",
     "Day",
     "NestSweep",
