@@ -14,6 +14,7 @@ import math
 import random
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,16 +53,31 @@ def test_counts_and_lines_of_a_row_sum() -> None:
     # 16 iterations of i and 256 of j; 256 loads and 16 stores; 256 additions.
     assert (got.work, got.loads, got.ops) == (272, 272, 256)
     # The whole kernel (16 lines of a, one of out: 1088 bytes) misses the 256-byte L1d
-    # but fits the L2: each i brings its row (one line) and the line of out[i].
-    assert (got.l2, got.l3, got.mem) == (16 * 128, 0, 0)
+    # but fits the L2: each i brings its row (one line); the line of out, which every i
+    # writes, is still there from the i before (two iterations, three lines, fit).
+    assert (got.l2, got.l3, got.mem) == (16 * 64 + 64, 0, 0)
     assert (got.group, got.launches, got.spawns) == ("f32+lanes1+w1", 1, 0)
     assert got.bytes == 16 * 16 * 4 + 16 * 4
+
+
+def test_an_accumulator_waits_for_its_last_add() -> None:
+    # The row sum's `s = s + a[i, j]` reads what it writes: each of the 256 runs of the inner
+    # leaf waits for the one before; the stores of out[i] and the zeroing of s do not.
+    assert features((_row_sums(),), "f32", SMALL, 1).steps == 256
+    # Added to in place in the output, the same; a copy waits on nothing.
+    i, j = ir.IVar("i"), ir.IVar("j")
+    add = ir.Store(OUT, (i,), ir.Bin(ir.BinOp.ADD, ir.Load(OUT, (i,)), ir.Load(A, (i, j))))
+    in_place = ir.Kernel("sum", "f32", (A,), (OUT,), (ir.For("i", 16, (ir.For("j", 16, (add,)),)),))
+    assert features((in_place,), "f32", SMALL, 1).steps == 256
+    copy = ir.Store(OUT, (i,), ir.Load(A, (i, ir.IConst(0))))
+    k = ir.Kernel("copy", "f32", (A,), (OUT,), (ir.For("i", 16, (copy,)),))
+    assert features((k,), "f32", SMALL, 1).steps == 0
 
 
 def test_one_workers_share_of_a_split() -> None:
     got = features((_row_sums(split=True),), "f32", SMALL, 2)
     # Loop i at depth 0 over two workers: 8 of its 16 iterations each.
-    assert (got.work, got.loads, got.l2) == (8 + 128, 128 + 8, 8 * 128)
+    assert (got.work, got.loads, got.l2) == (8 + 128, 128 + 8, 8 * 64 + 64)
     assert (got.group, got.spawns) == ("f32+lanes1+w2", 1)
 
 
@@ -118,6 +134,20 @@ def test_a_tile_of_rows_of_vectors_covers_its_rows() -> None:
     assert features((k,), "f32", mid, 1).l2 == 64 * 64
 
 
+def test_lines_an_iteration_shares_with_the_one_before_are_not_brought_again() -> None:
+    """for j < 8 { for i < 16 { out[i, 8j : +8] = 0 } }: strips of half a line down 16 rows
+    of four lines. Two strips share their lines, and the L1d holds two iterations (16
+    lines) but not the output (64): the loop brings each line once, not once a strip."""
+    out = ir.Buffer(0, "f32", ((None, 16), (None, 64)))
+    i, j = ir.IVar("i"), ir.IVar("j")
+    store = ir.VStore(
+        out, (i, ir.IBin(ir.IntOp.MUL, j, ir.IConst(8))), ir.Splat(ir.Const(Fraction(0)), 8)
+    )
+    k = ir.Kernel("strips", "f32", (), (out,), (ir.For("j", 8, (ir.For("i", 16, (store,)),)),))
+    twenty = Machine(0, 20 * 64, 1 << 20, 1 << 22, 1, 1, 16, 32)
+    assert features((k,), "f32", twenty, 1).l2 == 64 * 64
+
+
 # ---------------------------------------------------------------- the fit
 
 
@@ -126,16 +156,17 @@ def _synthetic(form: str, q: float) -> tuple[list[Sample], dict[str, float]]:
     groups = ("f32+lanes1+w1", "f32+lanes16+w1", "f32+lanes1+w2")
     pi = dict(zip(groups, (2e9, 8e9, 3e9), strict=True))
     rho = dict(zip(groups, (4e9, 1e9, 5e9), strict=True))
-    beta = (5e10, 2e10, 1e10)
+    beta, sigma = (5e10, 2e10, 1e10), 1.5e9
     samples = []
     for n in range(90):
         g = groups[n % 3]
-        w, r, b2, b3, bm = (10 ** rng.uniform(4, 7) for _ in range(5))
+        w, r, b2, b3, bm, st = (10 ** rng.uniform(4, 7) for _ in range(6))
         terms = [1e6 * w / pi[g], 1e6 * r / rho[g], 1e6 * b2 / beta[0], 1e6 * b3 / beta[1]]
-        terms.append(1e6 * bm / beta[2])
+        terms += [1e6 * bm / beta[2], 1e6 * st / sigma]
         t = 2.0 + combine(terms, form, q)
-        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0), t))
-    return samples, {**{f"pi {g}": v for g, v in pi.items()}, "beta_l3": beta[1], "lam": 2.0}
+        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0, st), t))
+    truth = {f"pi {g}": v for g, v in pi.items()}
+    return samples, {**truth, "beta_l3": beta[1], "sigma": sigma, "lam": 2.0}
 
 
 @pytest.mark.parametrize(("form", "q"), [("pnorm", 2.0), ("sum", 1.0)])
@@ -143,13 +174,43 @@ def test_the_fit_gives_back_known_constants(form: str, q: float) -> None:
     samples, truth = _synthetic(form, q)
     done = fit_layout(samples, form)
     fit = done.fit
-    got = {**{f"pi {g}": v for g, v in fit.pi.items()}, "beta_l3": fit.beta[1], "lam": fit.lam_us}
+    got = {f"pi {g}": v for g, v in fit.pi.items()}
+    got |= {"beta_l3": fit.beta[1], "sigma": fit.sigma, "lam": fit.lam_us}
     for name, value in truth.items():
         assert math.isclose(got[name], value, rel_tol=1e-3), name
     if form == "pnorm":
         assert math.isclose(fit.q, q, rel_tol=1e-3)
     assert done.u < 1e-6 and done.spearman > 0.999
     assert fit.spawn_us == 0  # no sample was split: nothing to fit it to
+
+
+def test_a_fit_also_starts_from_the_fit_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    samples, _ = _synthetic("pnorm", 2.0)
+    before = fit_layout(samples, "pnorm").fit
+    from scipy import optimize
+
+    starts: list[list[float]] = []
+    solve = optimize.least_squares
+
+    def recording(fun: Any, x0: Any, **kw: Any) -> Any:
+        starts.append([float(v) for v in x0])
+        return solve(fun, x0, **kw)
+
+    monkeypatch.setattr(optimize, "least_squares", recording)
+    again = fit_layout(samples, "pnorm", prior=before)
+    # Three cold starts, then the prior's constants in the fit's order (rates per µs).
+    warm = starts[-1]
+    groups = sorted(before.pi)
+    assert len(starts) == 4
+    assert warm[:6] == pytest.approx(
+        [math.log(before.lam_us), math.log(max(before.spawn_us, 1e-4))]
+        + [math.log(b / 1e6) for b in (*before.beta, before.sigma)]
+    )
+    assert warm[6 : 6 + len(groups)] == pytest.approx(
+        [math.log(before.pi[g] / 1e6) for g in groups]
+    )
+    assert warm[-1] == pytest.approx(before.q)
+    assert again.u < 1e-6
 
 
 def test_a_launch_costs_no_more_than_a_launch_can() -> None:

@@ -32,6 +32,7 @@ from presk.tune.harness import check, lower_point, prepare_all
 from presk.tune.machine import Machine, read_machine
 from presk.tune.model import (
     FORMS,
+    Fit,
     Profile,
     ProfileError,
     Sample,
@@ -113,10 +114,10 @@ def _split_depths(nest: Captured, points: list[Layout], threads: int) -> list[La
     return out
 
 
-def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str]:
-    """The samples of an earlier profile at `path` (of this kind and machine)."""
+def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str, Fit | None]:
+    """The samples and the fit of an earlier profile at `path` (of this kind and machine)."""
     if not os.path.exists(path):
-        return [], ""
+        return [], "", None
     try:
         old = read(path)
     except ProfileError as error:
@@ -126,8 +127,8 @@ def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str]:
             f"--calibrate {path}: a {old.kind} profile; this calibration fits a {kind} one"
         )
     if old.machine != machine:
-        return [], " (another machine's: none kept)"
-    return list(old.samples), ""
+        return [], " (another machine's: none kept)", None
+    return list(old.samples), "", old.fit
 
 
 def _write(profile: Profile, path: str) -> None:
@@ -162,7 +163,7 @@ def _layouts(args: argparse.Namespace, chosen: Chosen, request: Request, repeat:
     machine = read_machine()
     threads = request.threads
     nest, _ = _first_contraction(request)
-    kept, why = _kept(path, "layout", machine)
+    kept, why, prior = _kept(path, "layout", machine)
     points = _split_depths(nest, calibration_points(nest, threads), threads)
     bench = prepare_all([(nest, [point_zero(nest.nest), *points])], threads)[0]
     measured = check(bench, threads, repeat)[1:]
@@ -179,7 +180,7 @@ def _layouts(args: argparse.Namespace, chosen: Chosen, request: Request, repeat:
         fresh.append(Sample(m.point.text(), terms.group, terms, m.median * 1e6, site))
     if not fresh:
         raise CommandError(f"--space calib: no layout of {nest.site} could be timed")
-    profile, done = fitted_profile("layout", machine, [*kept, *fresh], args.combine)
+    profile, done = fitted_profile("layout", machine, [*kept, *fresh], args.combine, prior)
     _write(profile, path)
     out = [machine.line(nest.site, nest.dtype), f"-- costed under the rules {RULES}"]
     out.append(f"{'layout':<65}{'group':<20}{'measured µs':>11}{'predicted µs':>13}")
@@ -204,7 +205,7 @@ def _roofline(args: argparse.Namespace, request: Request, repeat: int) -> int:
     captured = capture(request)
     if not captured.nests:
         raise CommandError(f"{request.entry.text} launches no kernel to time")
-    kept, why = _kept(path, "roofline", machine)
+    kept, why, _ = _kept(path, "roofline", machine)
     benches = prepare_all([(n, [Layout()]) for n in captured.nests], threads)
     fresh: list[Sample] = []
     for nest, bench in zip(captured.nests, benches, strict=True):

@@ -37,7 +37,7 @@ def _refit(args: argparse.Namespace) -> int:
     old = layout_profile(args.profile)
     if not old.samples:
         raise CommandError(f"{args.profile}: no samples to fit")
-    profile, _ = fitted_profile("layout", old.machine, list(old.samples), args.combine)
+    profile, _ = fitted_profile("layout", old.machine, list(old.samples), args.combine, old.fit)
     out = [
         f"-- {len(old.samples)} samples of {args.profile}, fitted before as {old.form} "
         f"(u = {old.u:.3f}, Spearman {old.spearman:.3f}), again as {args.combine}",

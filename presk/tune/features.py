@@ -11,13 +11,20 @@ A point's kernels (a pack's first) add up.
 - Register loads and stores R: each Load, VLoad, Store and VStore executed
   counts one, a vector as one (the branch of an `if` with more of them is
   counted).
+- Dependent steps S: each run of a leaf that reads what it writes (an
+  accumulator, `v = v + a·b`, or an output element added to in place), in a
+  loop of at least `CHAIN_TRIPS` iterations, waits for the run before, an
+  add's latency, however many independent accumulators it updates: what a
+  tile of one row and one vector is bound by, and a tile of six rows is not.
 - Bytes from L2, L3 and memory, in whole 64-byte lines (the rule `lines`).
   The footprint of a loop is the lines its accesses touch while it runs
   once: per buffer and per pattern of an access (its coefficients on the
   loop variables), a box of runs along the variables bound at or inside
   the loop, cut to the buffer's size. The traffic a loop brings into a
   cache of capacity C is its footprint if that fits in C (each line is then
-  fetched once and reused), else its trip count times its body's traffic.
+  fetched once and reused), else its trip count times its body's traffic,
+  less the lines each iteration shares with the one before where two
+  iterations fit in C.
   A kernel whose whole footprint fits in C brings nothing: its data is
   still there from the call before, as it is when a kernel is timed, and
   mostly when the nest before it wrote its operands. So T(C) is what misses
@@ -56,6 +63,10 @@ from presk.tune.outline import (
 )
 
 RULES = "lines,overhead"
+# A chain of adds waits on itself only when it is long: the processor's reorder window
+# (some 200 operations) runs the chains of a few short loops side by side, as it does
+# those of a product over k = 4 (attention's scores, one head).
+CHAIN_TRIPS = 16
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class Features:
     spawns: int  # of them, split over more than one worker
     ops: float  # arithmetic operations (the roofline's comparison)
     bytes: float  # the kernels' buffers, each read or written once (the roofline's Q)
+    steps: float = 0.0  # runs of leaves that wait for the run before (a profile without: 0)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -85,6 +97,7 @@ class Features:
             "spawns": self.spawns,
             "ops": self.ops,
             "bytes": self.bytes,
+            "steps": self.steps,
         }
 
 
@@ -111,6 +124,7 @@ def features_of(doc: object) -> Features | None:
         int(doc["spawns"]),
         float(doc["ops"]),
         float(doc["bytes"]),
+        float(doc["steps"]) if isinstance(doc.get("steps"), int | float) else 0.0,
     )
 
 
@@ -136,6 +150,7 @@ class _Walk:
         self.work = 0.0
         self.loads = 0.0
         self.ops = 0.0
+        self.steps = 0.0
         self.buffers: dict[int, _Buf] = {}
         for b in kernel.buffers:
             self._buffer(b)
@@ -148,10 +163,13 @@ class _Walk:
             self.buffers[b.index] = found
         return found
 
-    def _leaf(self, node: _Node, leaf: Leaf, mult: float) -> None:
-        """Statements without statements inside (or a condition): their accesses."""
+    def _leaf(self, node: _Node, leaf: Leaf, mult: float, trips: int = 0) -> None:
+        """Statements without statements inside (or a condition): their accesses. `trips`
+        is the bound of the loop whose body they are (0: none)."""
         self.loads += leaf.loads * mult
         self.ops += leaf.ops * mult
+        if leaf.carried and trips >= CHAIN_TRIPS:
+            self.steps += mult
         groups = node.groups
         for key, consts, width in leaf.groups:
             found = groups.get(key)
@@ -162,18 +180,21 @@ class _Walk:
                 if width > found[1]:
                     groups[key] = (found[0], width)
 
-    def counts(self) -> tuple[float, float, float]:
-        return self.work, self.loads, self.ops
+    def counts(self) -> tuple[float, float, float, float]:
+        return self.work, self.loads, self.ops, self.steps
 
-    def body(self, node: _Node, body: Body, mult: float, depth: int) -> tuple[float, float, float]:
-        """Count `body` run `mult` times; its accesses go to `node`. Returns the
-        traffic of one run of it past each cache, the loops in it counted."""
+    def body(
+        self, node: _Node, body: Body, mult: float, depth: int, trips: int = 0
+    ) -> tuple[float, float, float]:
+        """Count `body` run `mult` times (the body of a loop of `trips` iterations, or
+        0); its accesses go to `node`. Returns the traffic of one run of it past each
+        cache, the loops in it counted."""
         t1 = t2 = t3 = 0.0
         for s in body.nested:
             a, b, c = self.nested(node, s, mult, depth)
             t1, t2, t3 = t1 + a, t2 + b, t3 + c
         direct = _Node({}, {})  # the accesses outside the loops of `body`
-        self._leaf(direct, body.leaf, mult)
+        self._leaf(direct, body.leaf, mult, trips)
         if direct.groups:
             lines = self.lines(direct) * LINE_BYTES
             t1, t2, t3 = t1 + lines, t2 + lines, t3 + lines
@@ -189,10 +210,10 @@ class _Walk:
                 saved = self.counts()
                 a = self.body(node, then, mult, -1)
                 taken = self.counts()
-                self.work, self.loads, self.ops = saved
+                self.work, self.loads, self.ops, self.steps = saved
                 b = self.body(node, other, mult, -1)
                 if taken[1] > self.loads:  # count the branch with more accesses only
-                    self.work, self.loads, self.ops = taken
+                    self.work, self.loads, self.ops, self.steps = taken
                 return max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
             case Region(buffer, inner):
                 self._buffer(buffer)
@@ -207,19 +228,31 @@ class _Walk:
         runs = mult * bound
         self.work += runs
         node = _Node({}, {s.var: bound})
-        inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1)
+        inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1, bound)
         lines = self.lines(node) * LINE_BYTES
+        # The lines an iteration shares with the one before (a row of a under a loop over
+        # columns, a line of the output four columns wide) are still there for it where
+        # two iterations fit: counted once, not once an iteration. An iteration brings at
+        # least the loop's footprint's average growth (two half-line strips of columns
+        # share their lines, the next two take new ones).
+        shared, two = 0.0, 0.0
+        if bound > 1:
+            one, two = (self.lines(node, {s.var: n}) * LINE_BYTES for n in (1, 2))
+            shared = max(0.0, one - max(two - one, (lines - one) / (bound - 1)))
         _merge(parent, node)
         a, b, c = (
-            lines if lines <= cap else bound * t for cap, t in zip(self.caps, inner, strict=True)
+            lines if lines <= cap else bound * t - (bound - 1) * min(shared, t) * (two <= cap)
+            for cap, t in zip(self.caps, inner, strict=True)
         )
         return a, b, c
 
-    def lines(self, node: _Node) -> float:
-        """The lines `node`'s accesses touch while it runs once."""
+    def lines(self, node: _Node, bounds: dict[str, int] | None = None) -> float:
+        """The lines `node`'s accesses touch while it runs once (with `bounds` in place
+        of some of its loops' trip counts)."""
+        within = node.bounds if bounds is None else node.bounds | bounds
         per_buffer: dict[int, float] = {}
         for (index, coefs), (consts, width) in node.groups.items():
-            dims = [(abs(c), node.bounds[v]) for v, c in coefs if v in node.bounds]
+            dims = [(abs(c), within[v]) for v, c in coefs if v in within]
             if len(consts) > 1:
                 dims += _offsets(tuple(sorted(consts)))
             n = _box(dims, width)
@@ -292,8 +325,8 @@ def workers_of(kernel: ir.Kernel | Outline, threads: int) -> int:
 
 def kernel_terms(
     kernel: Outline, machine: Machine, threads: int
-) -> tuple[float, float, float, float, float, float]:
-    """W, R, the bytes from L2, L3 and memory, and the operations of one kernel."""
+) -> tuple[float, float, float, float, float, float, float]:
+    """W, R, the bytes from L2, L3 and memory, the operations and S of one kernel."""
     workers = workers_of(kernel, threads)
     l3 = machine.l3 // max(1, min(workers, machine.l3_shared))
     caps = (machine.l1d, machine.l2, l3)
@@ -303,26 +336,27 @@ def kernel_terms(
     total = walk.lines(top) * LINE_BYTES
     misses = [0.0 if total <= cap else t for cap, t in zip(caps, inner, strict=True)]
     t1, t2, t3 = misses[0], min(misses[1], misses[0]), min(misses[2], misses[1], misses[0])
-    return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops
+    return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps
 
 
 def outline_features(
     kernels: tuple[Outline, ...], dtype: str, machine: Machine, threads: int
 ) -> Features:
     """The terms of a point's kernels (their outlines), added, and its group."""
-    work = loads = l2 = l3 = mem = ops = 0.0
+    work = loads = l2 = l3 = mem = ops = steps = 0.0
     lanes, workers, spawns = 1, 1, 0
     size = 0.0
     for k in kernels:
-        w, r, b2, b3, bm, o = kernel_terms(k, machine, threads)
+        w, r, b2, b3, bm, o, st = kernel_terms(k, machine, threads)
         work, loads, l2, l3, mem, ops = work + w, loads + r, l2 + b2, l3 + b3, mem + bm, ops + o
+        steps += st
         lanes = max(lanes, max_lanes(k.body))
         kw = workers_of(k, threads)
         workers = max(workers, kw)
         spawns += kw > 1
         size += sum(b.size * element_bytes(b) for b in k.buffers)
     group = f"{dtype}+lanes{lanes}+w{workers}"
-    return Features(work, loads, l2, l3, mem, group, len(kernels), spawns, ops, size)
+    return Features(work, loads, l2, l3, mem, group, len(kernels), spawns, ops, size, steps)
 
 
 def features(

@@ -9,11 +9,14 @@ measurements.
 The layout model (kind "layout", tutorial step 17): one worker's share of a
 point's kernels costs
 
-    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], B_L2/β_L2, B_L3/β_L3, B_mem/β_mem‖
+    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], S/σ, B_L2/β_L2, B_L3/β_L3, B_mem/β_mem‖
 
 where g is the point's group (type, lanes, workers) and the norm is the
 form's: "pnorm" (Σ tᵢ^q)^(1/q) with q fitted in [1, 8], "sum" (q = 1) or
-"max". The roofline (kind "roofline") is λ + max(W/π, Q/β) for each kernel
+"max". S counts the runs of leaves that wait for the run before (an
+accumulator's add, features.py) and σ is one rate for all groups, an add's
+latency being the same at any width; a profile fitted without it has σ = 0
+and no such term. The roofline (kind "roofline") is λ + max(W/π, Q/β) for each kernel
 an entry launches. Both are fitted by least squares on the logarithm of
 predicted over measured time, with every rate fitted through its logarithm
 (so it stays positive, and may run off towards infinity: a term the fit
@@ -80,6 +83,7 @@ class Fit:
     q: float = 1.0
     pi: dict[str, float] = field(default_factory=dict)
     rho: dict[str, float] = field(default_factory=dict)
+    sigma: float = 0.0  # dependent steps per second (0: no such term)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -91,6 +95,7 @@ class Fit:
             "q": self.q,
             "pi": dict(self.pi),
             "rho": dict(self.rho),
+            "sigma": self.sigma,
         }
 
 
@@ -163,6 +168,7 @@ def profile_of(doc: object, where: str) -> Profile:
         _number(raw, "q", where),
         _rates(raw, "pi", where),
         _rates(raw, "rho", where),
+        _number(raw, "sigma", where) if "sigma" in raw else 0.0,
     )
     samples = doc.get("samples", [])
     if not isinstance(samples, list):
@@ -259,6 +265,7 @@ def predict(terms: Features, profile: Profile) -> float:
     parts = [
         terms.work / rate(fit.pi, terms.group),
         terms.loads / rate(fit.rho, terms.group),
+        terms.steps / fit.sigma if fit.sigma > 0 else 0.0,
         terms.l2 / fit.beta[0],
         terms.l3 / fit.beta[1],
         terms.mem / fit.beta[2],
@@ -310,21 +317,29 @@ def _quality(predicted: list[float], measured: list[float]) -> tuple[float, floa
     return u, spearman(predicted, measured)
 
 
-def fit_layout(samples: list[Sample], form: str) -> Fitted:
-    """λ, spawn, β_L2, β_L3, β_mem, q and π, ρ per group, fitted to `samples`."""
+def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fitted:
+    """λ, spawn, β_L2, β_L3, β_mem, σ, q and π, ρ per group, fitted to `samples`; from
+    `prior` too (the fit of the calibration before), keeping whichever start ends best."""
     groups = sorted({s.group for s in samples})
     g = np.array([groups.index(s.group) for s in samples])
-    columns = ("work", "loads", "l2", "l3", "mem", "launches", "spawns")
+    columns = ("work", "loads", "l2", "l3", "mem", "steps", "launches", "spawns")
     x = {c: np.array([float(getattr(s.features, c)) for s in samples]) for c in columns}
     measured = np.array([s.measured_us for s in samples])
     ng = len(groups)
 
     def model(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         lam, spawn = np.exp(p[0]), np.exp(p[1])
-        b2, b3, bm = np.exp(p[2]), np.exp(p[3]), np.exp(p[4])
-        pi, rho = np.exp(p[5 : 5 + ng]), np.exp(p[5 + ng : 5 + 2 * ng])
+        b2, b3, bm, sigma = np.exp(p[2]), np.exp(p[3]), np.exp(p[4]), np.exp(p[5])
+        pi, rho = np.exp(p[6 : 6 + ng]), np.exp(p[6 + ng : 6 + 2 * ng])
         terms = np.stack(
-            [x["work"] / pi[g], x["loads"] / rho[g], x["l2"] / b2, x["l3"] / b3, x["mem"] / bm]
+            [
+                x["work"] / pi[g],
+                x["loads"] / rho[g],
+                x["steps"] / sigma,
+                x["l2"] / b2,
+                x["l3"] / b3,
+                x["mem"] / bm,
+            ]
         )
         if form == "sum":
             norm = terms.sum(axis=0)
@@ -347,7 +362,7 @@ def fit_layout(samples: list[Sample], form: str) -> Fitted:
         return math.log(max(float(np.median(values)) if values.size else 1.0, 1e-9) / scale * 5)
 
     p0 = [math.log(max(scale / 10, 1e-3)), math.log(max(scale / 100, 1e-4))]
-    p0 += [start("l2"), start("l3"), start("mem")]
+    p0 += [start("l2"), start("l3"), start("mem"), start("steps")]
     p0 += [start("work")] * ng + [start("loads")] * ng
     lo = [-LOG_BOUND] * len(p0)
     hi = [LOG_BOUND] * len(p0)
@@ -355,12 +370,29 @@ def fit_layout(samples: list[Sample], form: str) -> Fitted:
     p0[0], p0[1] = (min(v, hi[0] - 0.1) for v in (p0[0], p0[1]))
     from scipy import optimize  # scipy takes a second to import: only where a fit runs
 
+    pnorm = form == "pnorm"
+    starts = [p0 + [q0] * pnorm for q0 in ((1.0, 2.0, 4.0) if pnorm else (1.0,))]
+    if prior is not None:
+        # The fit of fewer samples is often near this one's optimum, and the starts of
+        # a fifth of the median each can end where a rate has run off (a term vanished)
+        # that this one's samples needed.
+        def log_rate(value: float, fallback: float) -> float:
+            return math.log(value / 1e6) if value > 0 else fallback
+
+        warm = [math.log(max(prior.lam_us, 1e-3)), math.log(max(prior.spawn_us, 1e-4))]
+        warm += [log_rate(b, p0[2 + i]) for i, b in enumerate(prior.beta)]
+        warm.append(log_rate(prior.sigma, p0[5]))
+        warm += [log_rate(prior.pi.get(gr, 0.0), p0[6 + i]) for i, gr in enumerate(groups)]
+        warm += [log_rate(prior.rho.get(gr, 0.0), p0[6 + ng + i]) for i, gr in enumerate(groups)]
+        starts.append(
+            [min(max(v, a), b) for v, a, b in zip(warm, lo, hi, strict=True)] + [prior.q] * pnorm
+        )
+    bounds = (lo + [1.0] * pnorm, hi + [8.0] * pnorm)
     best: optimize.OptimizeResult | None = None
-    for q0 in (1.0, 2.0, 4.0) if form == "pnorm" else (1.0,):
-        p = np.array(p0 + ([q0] if form == "pnorm" else []))
-        bounds = (lo + [1.0] * (form == "pnorm"), hi + [8.0] * (form == "pnorm"))
-        if form == "pnorm":
-            p[-1] = min(max(q0, 1.0), 8.0)
+    for begin in starts:
+        p = np.array(begin)
+        if pnorm:
+            p[-1] = min(max(p[-1], 1.0), 8.0)
         result = optimize.least_squares(residuals, p, bounds=bounds, method="trf", max_nfev=400)
         if best is None or result.cost < best.cost:
             best = result
@@ -378,8 +410,10 @@ def fit_layout(samples: list[Sample], form: str) -> Fitted:
         float(np.exp(p[1])) if x["spawns"].any() else 0.0,
         (betas[0], betas[1], betas[2]),
         float(p[-1]) if form == "pnorm" else 1.0,
-        {gr: float(np.exp(p[5 + i]) * per_s) for i, gr in enumerate(groups)},
-        {gr: float(np.exp(p[5 + ng + i]) * per_s) for i, gr in enumerate(groups)},
+        {gr: float(np.exp(p[6 + i]) * per_s) for i, gr in enumerate(groups)},
+        {gr: float(np.exp(p[6 + ng + i]) * per_s) for i, gr in enumerate(groups)},
+        # Without a sample that waits on its accumulators σ is unconstrained: no term.
+        float(np.exp(p[5]) * per_s) if x["steps"].any() else 0.0,
     )
     predicted = [float(v) for v in model(p)]
     u, rho = _quality(predicted, [s.measured_us for s in samples])
@@ -425,17 +459,17 @@ def fit_roofline(samples: list[Sample]) -> Fitted:
     return Fitted(fit, u, rho, tuple(predicted))
 
 
-def fit(samples: list[Sample], form: str, kind: str = "layout") -> Fitted:
-    """The model of `kind` fitted to `samples` in `form`."""
+def fit(samples: list[Sample], form: str, kind: str = "layout", prior: Fit | None = None) -> Fitted:
+    """The model of `kind` fitted to `samples` in `form` (from `prior` too, a layout's)."""
     if not samples:
         raise ProfileError("no samples to fit")
-    return fit_roofline(samples) if kind == "roofline" else fit_layout(samples, form)
+    return fit_roofline(samples) if kind == "roofline" else fit_layout(samples, form, prior)
 
 
 def fitted_profile(
-    kind: str, machine: Machine, samples: list[Sample], form: str
+    kind: str, machine: Machine, samples: list[Sample], form: str, prior: Fit | None = None
 ) -> tuple[Profile, Fitted]:
-    done = fit(samples, form, kind)
+    done = fit(samples, form, kind, prior)
     profile = Profile(kind, machine, tuple(samples), form, done.fit, done.u, done.spearman)
     return profile, done
 
@@ -453,7 +487,7 @@ def fit_lines(profile: Profile, form_name: str | None = None) -> list[str]:
     out = [
         f"-- fit ({name}, {q}load term, rules {profile.rules}): λ = {f.lam_us:.2f} µs, "
         f"spawn = {f.spawn_us:.2f} µs, β_L2 = {f.beta[0]:.3e}, β_L3 = {f.beta[1]:.3e}, "
-        f"β_mem = {f.beta[2]:.3e} bytes/s"
+        f"β_mem = {f.beta[2]:.3e} bytes/s, σ = {f.sigma:.3e} steps/s"
     ]
     out += [f"--      π[{g}] = {v:.3e} ops/s" for g, v in sorted(f.pi.items())]
     out += [f"--      ρ[{g}] = {v:.3e} loads/s" for g, v in sorted(f.rho.items())]

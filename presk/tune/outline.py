@@ -37,6 +37,9 @@ class Leaf:
     groups: tuple[Group, ...] = ()
     count: int = 0  # statements (what a default split weighs, sched/split.py)
     lanes: int = 1  # the widest vector a statement names
+    # Whether a statement reads what it writes (an accumulator `v = v + a·b`, or an output
+    # element added to in place): each run of the leaf then waits for the one before.
+    carried: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,18 +165,23 @@ def _strides(b: ir.Buffer) -> list[int]:
 Access = tuple[Key, float, int]  # a pattern, its offset and its width, in bytes
 
 
-def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access]]:
+def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access], bool]:
     """The accesses and operations of one statement without statements inside (or
-    of a condition). Dispatched on the exact type: the hot loop of reading a kernel."""
+    of a condition), and whether it reads what it writes. Dispatched on the exact
+    type: the hot loop of reading a kernel."""
     found: list[Access] = []
     ops = 0
+    carried = False
+    written: object = None  # the variable a Let writes, or a Store's (buffer, index)
     stack: list[object]
     if isinstance(s, ir.Store | ir.VStore):
+        written = (s.buffer.index, s.index)
         lanes = vector_lanes(s.value) if isinstance(s, ir.VStore) else 1
         key, const = pattern(s.buffer, s.index)
         found.append((key, const, lanes * element_bytes(s.buffer)))
         stack = [s.value]
     elif isinstance(s, ir.Let | ir.VLet):
+        written = s.name
         stack = [s.value]
     else:
         stack = [s]
@@ -182,6 +190,7 @@ def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access]]:
         t = type(e)
         if t is ir.Load or t is ir.VLoad:
             assert isinstance(e, ir.Load | ir.VLoad)
+            carried = carried or written == (e.buffer.index, e.index)
             key, const = pattern(e.buffer, e.index)
             width = (e.lanes if isinstance(e, ir.VLoad) else 1) * element_bytes(e.buffer)
             found.append((key, const, width))
@@ -206,8 +215,11 @@ def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access]]:
         elif t is ir.FromIndex or t is ir.Splat:
             assert isinstance(e, ir.FromIndex | ir.Splat)
             stack.append(e.value)
-        # variables, constants and indices touch no memory
-    return len(found), ops, found
+        elif t is ir.Var or t is ir.VVar:
+            assert isinstance(e, ir.Var | ir.VVar)
+            carried = carried or written == e.name
+        # constants and indices touch no memory
+    return len(found), ops, found, carried
 
 
 class Gather:
@@ -216,6 +228,7 @@ class Gather:
     def __init__(self) -> None:
         self.loads = self.ops = self.count = 0
         self.lanes = 1
+        self.carried = False
         self.groups: dict[Key, tuple[set[float], int]] = {}
 
     def access(self, key: Key, consts: Iterable[float], width: int) -> None:
@@ -232,13 +245,15 @@ class Gather:
         self.ops += leaf.ops
         self.count += leaf.count
         self.lanes = max(self.lanes, leaf.lanes)
+        self.carried = self.carried or leaf.carried
         for key, consts, width in leaf.groups:
             self.access(key, consts, width)
 
     def stmt(self, s: ir.Stmt | ir.Cmp | ir.Load, count: int = 1, lanes: int = 1) -> None:
-        loads, ops, found = _accesses(s)
+        loads, ops, found, carried = _accesses(s)
         self.loads += loads
         self.ops += ops
+        self.carried = self.carried or carried
         self.count += count
         self.lanes = max(self.lanes, lanes)
         for key, const, width in found:
@@ -246,7 +261,7 @@ class Gather:
 
     def leaf(self) -> Leaf:
         groups = tuple((k, frozenset(c), w) for k, (c, w) in self.groups.items())
-        return Leaf(self.loads, self.ops, groups, self.count, self.lanes)
+        return Leaf(self.loads, self.ops, groups, self.count, self.lanes, self.carried)
 
 
 def body_of(stmts: tuple[ir.Stmt, ...]) -> Body:

@@ -163,6 +163,7 @@ class _Outliner:
         else:  # a scalar of a per row, then b reloaded for every accumulator
             step.loads, step.count = rows + rows * cols, rows + rows * cols
         step.ops = 2 * rows * vectors
+        step.carried = True  # each accumulator adds to itself
         return step.leaf()
 
     def levels(self, levels: str, at: dict[str, _Block], keep: bool) -> list[Part]:
