@@ -67,7 +67,7 @@ def blas_kernel() -> str:
 def gemm_space() -> None:
     from presk.entries import bind_dims, find_entry
     from presk.host.realization import Realization
-    from presk.kernel.layout import Split
+    from presk.kernel.layout import NO_SPLIT, Split
     from presk.pipeline import Request, front_end
     from presk.tune import harness
     from presk.tune.capture import capture, points_of
@@ -103,6 +103,8 @@ def gemm_space() -> None:
         if threads > 1:
             candidates = [replace(p, split=Split(d, 2)) for p in candidates for d in (0, 1)]
         candidates.append(Layout())  # the default, split as the native backend splits it
+        if threads == 1:  # the default stated unsplit: one block of columns, a packed once
+            candidates.append(Layout(split=NO_SPLIT))
         (tb,) = harness.prepare_all([(nest, candidates)], threads)
         ours: dict[int, float] = {}
         theirs = float("inf")

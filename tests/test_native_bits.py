@@ -20,6 +20,7 @@ from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
 from presk.kernel import ir
 from presk.kernel.ir import Buffer
+from presk.kernel.layout import NO_SPLIT, Layout, Split
 from presk.kernel.lower import Launch, Step, lower, tiles
 from presk.kernel.lower.tiles import Packing, packed_shape
 from presk.kernel.text import kernel_text
@@ -242,3 +243,17 @@ def test_invoke_keeps_every_buffer_alive() -> None:
     gc.collect()
     assert all(r() is not None for r in refs)
     assert invoke() == 0
+
+
+@pytest.mark.parametrize("split, nc", [(None, 512), (NO_SPLIT, 1024), (Split(0, 2), 512)])
+def test_the_packed_product_gives_each_stated_worker_a_block(
+    split, nc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block of columns packs all of a again: "split none" takes one block, a split
+    one for each of its workers, the default one for each of the machine's cores."""
+    monkeypatch.setattr(tiles, "cores", lambda: 2)
+    a, b, out = (_matrix(i, "f32", 1024, 1024) for i in range(3))
+    launch = Launch([Step("dot", {}, [a, b], out.axes)], [a, b], out)
+    text = kernel_text(lower(launch, "f32", True, Layout(split=split)))
+    assert f"scratch %3 : f32[{nc // 32}, 256, 32]" in text
+    assert packed_shape(a, b, out, split and split.workers) == Packing(16, 256, 96, nc)

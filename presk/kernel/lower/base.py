@@ -162,6 +162,9 @@ class Names:
 
     tiles: bool  # whether contractions may take their tiled forms (else point zero)
     passes: int = 3  # a softmax's passes over its row (a layout plan may state 2)
+    # The workers a point's split states (1: "split none"), which the packed product
+    # gives a block of columns each; None: as many as the machine's cores.
+    workers: int | None = None
     loops: int = 0
     scalars: int = 0
     epilogue: Epilogue | None = None  # the launch's, for the product's final stores

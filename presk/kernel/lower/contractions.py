@@ -49,7 +49,7 @@ def dot(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     # A batched product (activations [B, T, D] times a matrix) is one plain product over
     # B·T rows: both are row-major, so the same buffers read as matrices.
     flat_a, flat_out = as_matrix(a), as_matrix(out)
-    packed = packed_shape(flat_a, b, flat_out) if names.tiles else None
+    packed = packed_shape(flat_a, b, flat_out, names.workers) if names.tiles else None
     if packed is not None:
         return dot_packed(flat_a, b, flat_out, names, _scratch(launch), packed)
     lanes = column_lanes(out.dtype) if out.dtype in ("f64", "f32") else 0

@@ -68,7 +68,10 @@ def lower(
     outputs = tuple(launch.outputs) if launch.outputs else (launch.output,)
     point = layout or Layout()
     names = Names(
-        tiles=tiles and point.form != "rowwise", passes=point.passes or 3, epilogue=launch.epilogue
+        tiles=tiles and point.form != "rowwise",
+        passes=point.passes or 3,
+        workers=None if point.split is None else max(1, point.split.workers),
+        epilogue=launch.epilogue,
     )
     if point.form == "tiled":
         body = layouts.tiled(root, launch, names, point)

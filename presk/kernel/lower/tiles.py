@@ -45,8 +45,9 @@ PACK_VECTORS = 2
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
 # Where the output holds the sums, as a BLAS packs: a block of b's columns over a block
-# of K (in L2 or L3), and a chunk of a's rows over it (in L2), both in stack scratch.
-B_BLOCK_BYTES = 1024 * 1024
+# of K (in L2 or L3), and a chunk of a's rows over it (in L2), both in stack scratch
+# (the calling thread's, or an OpenMP worker's: glibc gives each 8 MiB by default).
+B_BLOCK_BYTES = 2 * 1024 * 1024
 A_PANEL_BYTES = 96 * 1024
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
 
@@ -164,11 +165,14 @@ def as_matrix(buffer: Buffer) -> Buffer:
     return Buffer(buffer.index, buffer.dtype, ((None, rows), buffer.axes[-1]))
 
 
-def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
+def packed_shape(a: Buffer, b: Buffer, out: Buffer, workers: int | None = None) -> Packing | None:
     """The packed form's sizes, or None where its conditions do not hold.
 
     A plain matrix product in one type, rows a multiple of the tile's, columns
     a multiple of its width, and K cut into equal blocks that fill a panel.
+    The columns come in a block for each of `workers` (the split's; None: the
+    machine's cores, two at least) where the block fits `B_BLOCK_BYTES`: each
+    block packs all of a again, so one worker is fastest with one block.
     """
     dtype = out.dtype
     if dtype not in ("f64", "f32", "bf16") or a.dtype != dtype or b.dtype != dtype:
@@ -191,7 +195,8 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer) -> Packing | None:
     rows = tile_rows()
     mc = min(m, max(rows, A_PANEL_BYTES // (kc * size) // rows * rows))
     # A block for each worker where the columns allow (bits do not depend on the block).
-    most = min(B_BLOCK_BYTES // (kc * size), max(width, n // max(2, cores())))
+    blocks = workers if workers is not None else max(2, cores())
+    most = min(B_BLOCK_BYTES // (kc * size), max(width, n // blocks))
     nc = max(d for d in range(width, max(width, most) + 1, width) if n % d == 0)
     return Packing(lanes, kc, mc, nc)
 
