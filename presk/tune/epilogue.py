@@ -7,7 +7,8 @@ point zero and the fastest points of the product's sweep are lowered again
 on its launch with the add's other operand as an input (`with_epilogue`,
 the host's own construction), compiled in one unit and timed; against each
 stand the two launches it replaces, the product at that point and the add
-at its fastest, from the sweep's own times. Every output is compared byte
+at its fastest, timed beside it (the sweep's times are minutes old on a
+noisy machine). Every output is compared byte
 for byte with the two launches' result: point zero of the product, then
 point zero of the add on its output and the other operand, in the add's
 order.
