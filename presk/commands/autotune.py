@@ -40,15 +40,7 @@ from presk.tune import epilogue
 from presk.tune.capture import CaptureError, capture, points_of, with_entry_inputs
 from presk.tune.model import ProfileError, price
 from presk.tune.model import read as read_profile
-from presk.tune.sweep import (
-    NestSweep,
-    Pricer,
-    SweepError,
-    check_day,
-    layout_of,
-    sweep,
-    write_day,
-)
+from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
 
 NAME = "autotune"
 HELP = "Measure every point of every nest's layout space, each checked against point zero's bits"
@@ -167,8 +159,8 @@ def _autotune(args: argparse.Namespace) -> int:
     for result in nests:
         mine = [x for x in joined if x["nest"] == result.nest.site]
         if mine:
-            out.append(_epilogue_line(result, mine))
             found = epilogue.chosen(mine)
+            out.append(_epilogue_line(result.nest.site, mine, found))
             if found is not None and found[0]["median_us"] < found[1]:
                 taken[result.nest.site] = found[0]
     points = sum(r.measured for r in nests)
@@ -199,13 +191,15 @@ def _autotune(args: argparse.Namespace) -> int:
     return 0 if differing == 0 and interp_differing == 0 else 1
 
 
-def _epilogue_line(product: NestSweep, lines: list[dict[str, Any]]) -> str:
+def _epilogue_line(
+    site: str, lines: list[dict[str, Any]], found: tuple[dict[str, Any], float] | None
+) -> str:
     """A product's epilogue in a line: its fastest exact point with the add in its kernel
-    against the fastest of the same points and the add as two launches."""
+    against the fastest of the same points and the add as two launches (`found`,
+    epilogue.chosen's)."""
     same = all(x["same"] for x in lines if x["same"] is not None)
     ran = sum(1 for x in lines if x["same"] is not None)
-    head = f"{product.nest.site:<28} + {lines[0]['add']} as its epilogue:"
-    found = epilogue.chosen(lines)
+    head = f"{site:<28} + {lines[0]['add']} as its epilogue:"
     verdict = f"every output bit-identical to the two launches: {'yes' if same else 'NO'}"
     if found is None:
         return f"{head} {ran} of {len(lines)} points ran, none timed; {verdict}"

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from presk.kernel.layout import Layout
+from presk.kernel.layout import Layout, point_zero
 from presk.kernel.lower.epilogue import with_epilogue
 from presk.tune import harness
 from presk.tune.capture import Capture, Captured
@@ -100,7 +100,7 @@ def measure(
         units += [
             (p.joined, points),
             (p.product, points),  # point zero first: the two launches' product
-            (p.pair.add.nest, [_zero(p.pair.add), layout_of(best_add)]),
+            (p.pair.add.nest, [point_zero(p.pair.add.nest.nest), layout_of(best_add)]),
         ]
     benches = harness.prepare_all(units, threads)
     out: list[dict[str, Any]] = []
@@ -150,11 +150,6 @@ def _faster(kept: list[float] | None, times: tuple[float, ...]) -> list[float]:
 
 def _median(times: list[float]) -> float:
     return statistics.median(times) if times else 0.0
-
-
-def _zero(swept: NestSweep) -> Layout:
-    """A nest's point zero, as its sweep states it."""
-    return next(layout_of(x) for x in swept.lines if x["index"] == 0)
 
 
 def _two_launches(

@@ -175,8 +175,11 @@ def write_day(
         path = os.path.join(directory, nest_file(result.nest.site))
         write_atomically(path, _lines(result.lines))
         paths.append(path)
+    joined = os.path.join(directory, EPILOGUES)
     if epilogues:
-        write_atomically(os.path.join(directory, EPILOGUES), _lines(epilogues))
+        write_atomically(joined, _lines(epilogues))
+    elif os.path.isfile(joined):  # a sweep before this one's (check_day: presk's directory)
+        os.remove(joined)
     write_atomically(os.path.join(directory, META), (json.dumps(meta, indent=2) + "\n").encode())
     return paths
 
