@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 
 from presk.kernel import ir
-from presk.tune.features import Features, features
+from presk.tune import machine
+from presk.tune.features import Features, _sets, features
 from presk.tune.machine import Machine
 from presk.tune.model import LAUNCH_MAX_US, Sample, combine, fit_layout, predict, profile_of
 from tests.conftest import run_presk
@@ -148,6 +150,63 @@ def test_lines_an_iteration_shares_with_the_one_before_are_not_brought_again() -
     assert features((k,), "f32", twenty, 1).l2 == 64 * 64
 
 
+def test_rows_in_one_set_of_the_l1d_miss_it_however_few() -> None:
+    """out[j] = Σ_i a[i, j] over 8 rows 1 KiB apart, j < 16 outside (one line of each
+    row). The column's 8 lines fit a 4 KiB L1d by size, and the whole kernel does; but
+    an L1d of 16 sets of four ways puts lines 1 KiB apart in one set, which holds four
+    of them: each j brings its column again (and out's line), as a set walked in a
+    cycle longer than its ways misses every time. An L1d whose ways are not known
+    counts no conflicts."""
+    rows = ir.Buffer(0, "f32", ((None, 8), (None, 256)))
+    i, j = ir.IVar("i"), ir.IVar("j")
+    inner = ir.For("i", 8, (ir.Let("s", ir.Bin(ir.BinOp.ADD, ir.Var("s"), ir.Load(rows, (i, j)))),))
+    body = (ir.Let("s", ir.Const(Fraction(0))), inner, ir.Store(OUT, (j,), ir.Var("s")))
+    k = ir.Kernel("colsum", "f32", (rows,), (OUT,), (ir.For("j", 16, body),))
+    four_way = Machine(0, 16 * 4 * 64, 1 << 20, 1 << 22, 1, 1, 16, 32, l1d_ways=4)
+    assert features((k,), "f32", four_way, 1).l2 == 16 * (8 + 1) * 64
+    unknown = Machine(0, 16 * 4 * 64, 1 << 20, 1 << 22, 1, 1, 16, 32)
+    assert features((k,), "f32", unknown, 1).l2 == 0
+
+
+def test_the_sets_a_box_falls_into() -> None:
+    # A run of eight lines takes eight sets of 64; rows 4 KiB apart one, 2 KiB apart two;
+    # a stride under a line joins the run; a run of two lines down rows 4 KiB apart, two.
+    assert _sets([(64.0, 8)], 4, 64) == 8
+    assert _sets([(4096.0, 8)], 64, 64) == 1
+    assert _sets([(2048.0, 8)], 64, 64) == 2
+    assert _sets([(48.0, 8)], 16, 64) == 6
+    assert _sets([(4096.0, 8), (64.0, 2)], 64, 64) == 2
+    assert _sets([(4100.0, 8)], 64, 64) == 8  # not a whole number of lines: spread
+
+
+def test_the_machine_is_read_from_sys_with_its_l1d_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caches = [("1", "Data", "48K", "12"), ("1", "Instruction", "32K", "8")]
+    caches += [("2", "Unified", "1024K", "16"), ("3", "Unified", "32768K", "16")]
+    for n, (level, kind, size, ways) in enumerate(caches):
+        index = tmp_path / "cpu0" / "cache" / f"index{n}"
+        index.mkdir(parents=True)
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(text + "\n")
+        (index / "ways_of_associativity").write_text(ways + "\n")
+        (index / "shared_cpu_list").write_text("0-1\n")
+    monkeypatch.setattr(machine, "SYS_CPU", tmp_path)
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda _: {0}, raising=False)
+    got = machine.read_machine()
+    assert (got.l1d, got.l1d_ways, got.l2, got.l3, got.l3_shared) == (
+        48 << 10,
+        12,
+        1 << 20,
+        32 << 20,
+        2,
+    )
+    assert "L1d 48 KiB 12-way" in got.line("gemm/%2", "f32")
+    # A profile's machine written before the ways were read: not known, 0.
+    doc = {k: v for k, v in got.to_json().items() if k != "l1d_ways"}
+    assert machine.machine_of(doc) == replace(got, l1d_ways=0)
+
+
 # ---------------------------------------------------------------- the fit
 
 
@@ -247,7 +306,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
-    assert lines[1] == "-- costed under the rules lines,overhead"
+    assert lines[1] == "-- costed under the rules lines,overhead,sets"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
     # N=16: blocks of 32 and 128 are one block; five tiles, two orders, one lane or more.
     assert f"-- 20 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
@@ -341,7 +400,7 @@ def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
     again = tmp_path / "sum.json"
     code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
     assert code == 0, err
-    assert "-- fit (sum, load term, rules lines,overhead)" in out
+    assert "-- fit (sum, load term, rules lines,overhead,sets)" in out
     assert json.loads(again.read_text())["form"] == "sum"
     code, _, err = run_presk("refit", str(profile))
     assert code == 2 and err.count("\n") == 1

@@ -25,6 +25,9 @@ A point's kernels (a pack's first) add up.
   fetched once and reused), else its trip count times its body's traffic,
   less the lines each iteration shares with the one before where two
   iterations fit in C.
+  A footprint fits the L1d only if its sets hold it too (the rule `sets`): a
+  pattern's lines count as many times over as the sets it falls into are
+  fewer than all of them (rows 4 KiB apart all fall into one).
   A kernel whose whole footprint fits in C brings nothing: its data is
   still there from the call before, as it is when a kernel is timed, and
   mostly when the nest before it wrote its operands. So T(C) is what misses
@@ -43,6 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -62,7 +66,7 @@ from presk.tune.outline import (
     of_kernel,
 )
 
-RULES = "lines,overhead"
+RULES = "lines,overhead,sets"
 # A chain of adds waits on itself only when it is long: the processor's reorder window
 # (some 200 operations) runs the chains of a few short loops side by side, as it does
 # those of a product over k = 4 (attention's scores, one head).
@@ -145,8 +149,13 @@ class _Node:
 class _Walk:
     """One kernel's outline walked once: counts on the way down, traffic on the way up."""
 
-    def __init__(self, kernel: Outline, workers: int, caps: tuple[int, int, int]) -> None:
+    def __init__(
+        self, kernel: Outline, workers: int, caps: tuple[int, int, int], ways: int = 0
+    ) -> None:
         self.kernel, self.workers, self.caps = kernel, workers, caps
+        # The L1d's sets and ways (0 ways: not known, no conflicts counted).
+        self.ways = ways
+        self.sets = max(1, caps[0] // (LINE_BYTES * ways)) if ways else 1
         self.work = 0.0
         self.loads = 0.0
         self.ops = 0.0
@@ -230,34 +239,68 @@ class _Walk:
         node = _Node({}, {s.var: bound})
         inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1, bound)
         lines = self.lines(node) * LINE_BYTES
+        l1 = self.l1_load(node, lines)
         # The lines an iteration shares with the one before (a row of a under a loop over
         # columns, a line of the output four columns wide) are still there for it where
         # two iterations fit: counted once, not once an iteration. An iteration brings at
         # least the loop's footprint's average growth (two half-line strips of columns
         # share their lines, the next two take new ones).
         shared, two = 0.0, 0.0
-        if bound > 1 and lines > min(self.caps):  # else the footprint is the traffic
+        two_l1 = 0.0
+        if bound > 1 and max(lines, l1) > min(self.caps):  # else the footprint is the traffic
             one, two = (self.lines(node, {s.var: n}) * LINE_BYTES for n in (1, 2))
             shared = max(0.0, one - max(two - one, (lines - one) / (bound - 1)))
+            two_l1 = self.l1_load(node, two, {s.var: 2})
         _merge(parent, node)
         a, b, c = (
-            lines if lines <= cap else bound * t - (bound - 1) * min(shared, t) * (two <= cap)
-            for cap, t in zip(self.caps, inner, strict=True)
+            lines if fits <= cap else bound * t - (bound - 1) * min(shared, t) * (pair <= cap)
+            for cap, t, fits, pair in zip(
+                self.caps, inner, (l1, lines, lines), (two_l1, two, two), strict=True
+            )
         )
         return a, b, c
+
+    def l1_load(self, node: _Node, lines: float, bounds: dict[str, int] | None = None) -> float:
+        """The bytes of L1d a footprint of `lines` bytes needs: more than its size where
+        it falls into few of the cache's sets. The L1d is indexed by the low 12 bits of
+        an address, so rows 4 KiB apart (a row-major operand 1 of 1024 floats read down
+        its columns, unpacked) all land in one set, whose 12 ways hold 12 of them
+        however small the footprint."""
+        if not self.ways or lines > self.caps[0] or lines <= self.ways * LINE_BYTES:
+            return lines
+        per_buffer: dict[int, tuple[float, float]] = {}
+        for index, dims, width in _patterns(node, bounds):
+            n = _box(dims, width)
+            spread = self.sets / _sets(dims, width, self.sets)
+            got = per_buffer.get(index, (0.0, 0.0))
+            per_buffer[index] = (got[0] + n, got[1] + n * spread)
+        out = 0.0
+        for i, (n, weighted) in per_buffer.items():
+            out += min(n, self.buffers[i].lines) * weighted / n if n else 0.0
+        return max(lines, out * LINE_BYTES)
 
     def lines(self, node: _Node, bounds: dict[str, int] | None = None) -> float:
         """The lines `node`'s accesses touch while it runs once (with `bounds` in place
         of some of its loops' trip counts)."""
-        within = node.bounds if bounds is None else node.bounds | bounds
         per_buffer: dict[int, float] = {}
-        for (index, coefs), (consts, width) in node.groups.items():
-            dims = [(abs(c), within[v]) for v, c in coefs if v in within]
-            if len(consts) > 1:
-                dims += _offsets(tuple(sorted(consts)))
+        for index, dims, width in _patterns(node, bounds):
             n = _box(dims, width)
             per_buffer[index] = per_buffer.get(index, 0.0) + n
         return sum(min(n, self.buffers[i].lines) for i, n in per_buffer.items())
+
+
+def _patterns(
+    node: _Node, bounds: dict[str, int] | None
+) -> Iterator[tuple[int, list[tuple[float, int]], int]]:
+    """Each access pattern of `node` as a box: its buffer, its (stride bytes, count)
+    dimensions along the loops bound at or inside it (`bounds` in place of some trip
+    counts) and its constant offsets, and its width in bytes."""
+    within = node.bounds if bounds is None else node.bounds | bounds
+    for (index, coefs), (consts, width) in node.groups.items():
+        dims = [(abs(c), within[v]) for v, c in coefs if v in within]
+        if len(consts) > 1:
+            dims += _offsets(tuple(sorted(consts)))
+        yield index, dims, width
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -301,6 +344,25 @@ def _box(dims: list[tuple[float, int]], width: int) -> float:
     return min(blocks * math.ceil(run / LINE_BYTES), math.ceil(span / LINE_BYTES))
 
 
+def _sets(dims: list[tuple[float, int]], width: int, sets: int) -> int:
+    """How many of a cache's `sets` a box of accesses (as `_box` takes it) falls into:
+    its contiguous run takes consecutive sets, and each further dimension as many
+    again as its stride's distinct positions among the sets (one, for a stride that
+    is a multiple of the sets' span)."""
+    run, spread = float(width), 1
+    for stride, count in sorted(dims):
+        if count <= 1 or stride == 0:
+            continue
+        if spread == 1 and (stride <= run or stride < LINE_BYTES):
+            run += (count - 1) * stride
+        elif stride % LINE_BYTES:
+            spread *= count  # not a whole number of lines: spread over every set
+        else:
+            step = int(stride // LINE_BYTES)
+            spread *= min(count, sets // math.gcd(sets, step))
+    return max(1, min(sets, math.ceil(run / LINE_BYTES) * spread))
+
+
 def _merge(parent: _Node, child: _Node) -> None:
     """The child's accesses joined to its parent's. A child is merged once it is
     walked, so the parent may take its sets over rather than copy them."""
@@ -330,11 +392,12 @@ def kernel_terms(
     workers = workers_of(kernel, threads)
     l3 = machine.l3 // max(1, min(workers, machine.l3_shared))
     caps = (machine.l1d, machine.l2, l3)
-    walk = _Walk(kernel, workers, caps)
+    walk = _Walk(kernel, workers, caps, machine.l1d_ways)
     top = _Node({}, {})
     inner = walk.body(top, kernel.body, 1.0, 0)
     total = walk.lines(top) * LINE_BYTES
-    misses = [0.0 if total <= cap else t for cap, t in zip(caps, inner, strict=True)]
+    fits = (walk.l1_load(top, total), total, total)
+    misses = [0.0 if f <= cap else t for cap, t, f in zip(caps, inner, fits, strict=True)]
     t1, t2, t3 = misses[0], min(misses[1], misses[0]), min(misses[2], misses[1], misses[0])
     return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps
 

@@ -38,11 +38,13 @@ class Machine:
     workers: int
     registers: int
     vector_bytes: int
+    l1d_ways: int = 0  # the L1d's associativity (0: not known, no conflicts are counted)
 
     def line(self, site: str, dtype: str) -> str:
         """The line `bench --calibrate --space calib` prints first."""
+        ways = f" {self.l1d_ways}-way" if self.l1d_ways else ""
         return (
-            f"-- {site} on cpu{self.cpu} ({dtype}): L1d {self.l1d >> 10} KiB, "
+            f"-- {site} on cpu{self.cpu} ({dtype}): L1d {self.l1d >> 10} KiB{ways}, "
             f"L2 {self.l2 >> 10} KiB, L3 {self.l3 >> 10} KiB shared by {self.l3_shared}, "
             f"{self.workers} workers, {self.registers} vector registers"
         )
@@ -56,7 +58,8 @@ def machine_of(doc: object) -> Machine | None:
     if not isinstance(doc, dict):
         return None
     names = Machine.__dataclass_fields__
-    values = {k: doc.get(k) for k in names}
+    # A profile written before the L1d's ways were read has none: 0, not known.
+    values = {k: doc.get(k, 0 if k == "l1d_ways" else None) for k in names}
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
         return None
     return Machine(**values)  # type: ignore[arg-type]
@@ -96,6 +99,10 @@ def _from_sys(cpu: int) -> dict[str, int]:
             if name is None:
                 continue
             out[name] = size
+            if name == "l1d":
+                ways = (index / "ways_of_associativity").read_text().strip()
+                if ways.isdigit():
+                    out["l1d_ways"] = int(ways)
             if name == "l3":
                 out["l3_shared"] = _cpu_count((index / "shared_cpu_list").read_text())
     except (OSError, ValueError):
@@ -117,9 +124,11 @@ def _lscpu(*flags: str) -> list[list[str]]:
 def _from_lscpu(cpu: int) -> dict[str, int]:
     """The caches `lscpu` reports: one size of each, and the CPUs beside `cpu` on its L3."""
     out: dict[str, int] = {}
-    for row in _lscpu("-B", "-C=NAME,ONE-SIZE"):
-        if len(row) == 2 and row[0] in ("L1d", "L2", "L3") and row[1].isdigit():
+    for row in _lscpu("-B", "-C=NAME,ONE-SIZE,WAYS"):
+        if len(row) == 3 and row[0] in ("L1d", "L2", "L3") and row[1].isdigit():
             out[row[0].lower()] = int(row[1])
+            if row[0] == "L1d" and row[2].isdigit():
+                out["l1d_ways"] = int(row[2])
     shared: dict[str, int] = {}
     mine = None
     for row in _lscpu("-p=CPU,CACHE"):
@@ -153,6 +162,7 @@ def read_machine() -> Machine:
         workers=default_threads(),
         registers=unit.registers,
         vector_bytes=unit.bytes,
+        l1d_ways=found.get("l1d_ways", 0),
     )
 
 
