@@ -301,6 +301,29 @@ def test_a_plan_stating_every_default_prints_the_same_text(
     assert out.endswith(" 0 failed\n") and not out.startswith("0 passed"), out
 
 
+def test_a_stated_default_leaves_out_a_split_that_changes_the_kernel(tmp_path: Path) -> None:
+    """A 64³ product takes the packed form, whose column blocks follow the workers: a
+    block for each of the machine's cores (two at least) by default, one block where a
+    plan says one worker. So `split none` is not the default's choice on one thread,
+    and the stated default leaves it out (the tiny MiniGPT failed `make plan-check` so)."""
+    from presk.kernel.lower import lower
+    from presk.kernel.text import kernel_text
+    from presk.tune.defaults import stated_default
+
+    src = tmp_path / "gemm.psk"
+    src.write_text("dim N\nfn gemm(a : ℝ[N, N], b : ℝ[N, N]) -> ℝ[N, N] = a · b\n")
+    checked, _ = front_end(str(src), {})
+    entry = find_entry(checked, "gemm")
+    request = Request(checked, entry, bind_dims(entry, {"N": "64"}), Realization("f32"), 1)
+    (nest,) = capture(request).nests
+    default = kernel_text(lower(nest.launch, nest.dtype, True))
+    assert "scratch" in default  # the packed form
+    assert kernel_text(lower(nest.launch, nest.dtype, True, Layout(split=NO_SPLIT))) != default
+    point = stated_default(nest, 1)
+    assert point.split is None
+    assert kernel_text(lower(nest.launch, nest.dtype, True, point)) == default
+
+
 # ---------------------------------------------------------------- autotune and rank
 
 LINEAR = ("tutorial/01_linear.psk", "--entry", "Linear{40, 24}.apply", "--dim", "batch=6")

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import assert_never
 
 from presk.host.plan import Plan
+from presk.kernel import ir
 from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split
-from presk.kernel.lower import lower
+from presk.kernel.lower import Launch, lower
 from presk.kernel.text import kernel_text
 from presk.sched.split import splittable
 from presk.tune.capture import Capture, Captured
@@ -27,6 +28,11 @@ def stated_default(nest: Captured, threads: int) -> Layout:
     kernels = [lower(launch, dtype, True) for launch, dtype in launches]
     splits = {threads > 1 and splittable(k) for k in kernels}
     split = None if len(splits) > 1 else Split(0, threads) if splits == {True} else NO_SPLIT
+    if split is not None and not _lowers_the_same(launches, kernels, Layout(split=split)):
+        # A stated split also states the workers, which a packed product's column
+        # blocks follow (one block for one worker), where the default's follow the
+        # machine's cores: the default's kernel is not the stated one's.
+        split = None
     match nest.nest.kind:
         case NestKind.CONTRACTION:
             row_wise = all(
@@ -40,6 +46,16 @@ def stated_default(nest: Captured, threads: int) -> Layout:
             return Layout(split=split)
         case _:
             assert_never(nest.nest.kind)
+
+
+def _lowers_the_same(
+    launches: list[tuple[Launch, str]], kernels: list[ir.Kernel], point: Layout
+) -> bool:
+    """Whether `point` lowers every launch to the default's kernel text."""
+    return all(
+        kernel_text(lower(launch, dtype, True, point)) == kernel_text(k)
+        for (launch, dtype), k in zip(launches, kernels, strict=True)
+    )
 
 
 def defaults_plan(capture: Capture, threads: int) -> Plan:
