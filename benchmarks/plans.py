@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ os.environ.pop("OPENBLAS_L2_SIZE", None)
 import numpy as np
 from benchtools import SETTLE_S
 
+from presk.host.plan import point_of
 from presk.kernel.layout import Layout
 from presk.tune.capture import Captured
 
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "out" / "layout.json"
 N = int(os.environ.get("PRESK_BENCH_N", "1024"))
 ROUNDS = 5
+CONFIRM = 3  # the sweep's fastest points timed again beside the model's pick
 
 
 def best_time(call: Callable[[], object], repeat: int) -> float:
@@ -132,23 +135,43 @@ def gemm_space() -> None:
     gemm_pick(nest, timed)
 
 
+def confirmed(nest: Captured, pick: Layout, ranked: list[Layout], threads: int) -> float:
+    """The pick's time over the best of the sweep's fastest points (and itself), all timed
+    again in alternation over ROUNDS rounds, best of each: one sweep times each point
+    in a single minute of a machine whose speed moves by 10–30 % from one minute to the
+    next, and its own fastest point is partly the luckiest."""
+    from presk.tune import harness
+
+    candidates = [pick, *(p for p in ranked[:CONFIRM] if p != pick)]
+    (bench,) = harness.prepare_all([(nest, candidates)], threads)
+    best = [float("inf")] * len(candidates)
+    for _ in range(ROUNDS):
+        for i in range(len(candidates)):
+            time.sleep(SETTLE_S)
+            best[i] = min(best[i], statistics.median(bench.time(i, threads, 3)))
+    return best[0] / min(best)
+
+
 def gemm_pick(nest: Captured, timed: list[tuple[float, int, Layout, bool]]) -> None:
     """Statement O for the GEMM: the model's cheapest of the points timed on one worker."""
     if not PROFILE.exists():
         print(f"statement O, gemm: no profile at {PROFILE}: run `make calibrate` first")
         return
-    from presk.tune.model import read
+    from presk.tune.model import plan_choice, read
     from presk.tune.pricing import Pricer
 
-    pricer = Pricer(nest, read(str(PROFILE)), 1)
+    profile = read(str(PROFILE))
+    pricer = Pricer(nest, profile, 1)
     priced = [(pricer.price(point), t, point) for t, _, point, _ in timed]
-    predicted, t, point = min(
-        ((p, t, point) for p, t, point in priced if p is not None), key=lambda row: row[0]
-    )
+    costed = [(p, t, point) for p, t, point in priced if p is not None]
+    defaults = [i for i, (_, _, point) in enumerate(costed) if point == Layout()]
+    chosen = plan_choice([p for p, _, _ in costed], defaults[0] if defaults else None, profile.u)
+    predicted, t, point = costed[chosen]
+    again = confirmed(nest, point, [p for _, _, p, _ in timed], 1)
     print(
-        f"statement O, gemm {N}³ f32 on one worker: the model's pick {t / timed[0][0]:.2f}× "
-        f"the best measured  (goal ≤ 1.10×), predicted {predicted:.0f} µs, measured "
-        f"{t * 1e6:.0f} µs; {point.text()}"
+        f"statement O, gemm {N}³ f32 on one worker: the model's pick {again:.2f}× the best "
+        f"measured  (goal ≤ 1.10×; in the sweep {t / timed[0][0]:.2f}×), predicted "
+        f"{predicted:.0f} µs, measured {t * 1e6:.0f} µs; {point.text()}"
     )
 
 
@@ -164,17 +187,41 @@ def statement_o() -> None:
             "--space", "small", "--profile", str(PROFILE), "--repeat", "5", "--out", str(day),
         ]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        from presk.tune.model import plan_choice, read
+
+        u = read(str(PROFILE)).u
+        nests = attention_nests()
         for path in sorted(day.glob("*.jsonl")):
             lines = [json.loads(x) for x in path.read_text().splitlines()]
             ran = [x for x in lines if x["same"] and x["predicted_us"] is not None]
             if not any(x["point"].get("form") == "tiled" for x in ran):
                 continue
-            pick = min(ran, key=lambda x: x["predicted_us"])
+            site = lines[0]["nest"]
+            costs = [float(x["predicted_us"]) for x in ran]
+            defaults = [i for i, x in enumerate(ran) if x["point"] == {}]
+            pick = ran[plan_choice(costs, defaults[0] if defaults else None, u)]
             best = min(x["median_us"] for x in ran)
+            ranked = [point_of(x["point"], site) for x in sorted(ran, key=lambda x: x["median_us"])]
+            again = confirmed(nests[site], point_of(pick["point"], site), ranked, 2)
             print(
-                f"statement O, {lines[0]['nest']} B16 T256 f32: the model's pick "
-                f"{pick['median_us'] / best:.2f}× the best measured  (goal ≤ 1.10×)"
+                f"statement O, {site} B16 T256 f32: the model's pick {again:.2f}× the best "
+                f"measured  (goal ≤ 1.10×; in the sweep {pick['median_us'] / best:.2f}×)"
             )
+
+
+def attention_nests() -> dict[str, Captured]:
+    """Attention's nests at B16 T256 in f32, on the inputs the entry gives them (as
+    `presk autotune` times them)."""
+    from presk.entries import bind_dims, find_entry
+    from presk.host.realization import Realization
+    from presk.pipeline import Request, front_end
+    from presk.tune.capture import capture, with_entry_inputs
+
+    checked, _ = front_end(str(ROOT / "tutorial" / "03_attention.psk"), {})
+    entry = find_entry(checked, "attend")
+    binding = bind_dims(entry, {"B": "16", "T": "256"})
+    request = Request(checked, entry, binding, Realization("f32"), 2)
+    return {n.site: n for n in with_entry_inputs(request, capture(request)).nests}
 
 
 def plan_course_gpt() -> None:

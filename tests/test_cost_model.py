@@ -23,7 +23,15 @@ from presk.kernel import ir
 from presk.tune import machine
 from presk.tune.features import Features, _sets, features
 from presk.tune.machine import Machine
-from presk.tune.model import LAUNCH_MAX_US, Sample, combine, fit_layout, predict, profile_of
+from presk.tune.model import (
+    LAUNCH_MAX_US,
+    Sample,
+    combine,
+    fit_layout,
+    plan_choice,
+    predict,
+    profile_of,
+)
 from tests.conftest import run_presk
 
 # A machine with a first-level cache of four lines, so that a 1 KiB buffer misses it.
@@ -283,6 +291,15 @@ def test_a_launch_costs_no_more_than_a_launch_can() -> None:
     fit = fit_layout([*samples, *slow], "sum").fit
     assert fit.lam_us <= LAUNCH_MAX_US * (1 + 1e-9) < 50.0
     assert fit_layout(samples, "sum").fit.lam_us == pytest.approx(2.0, rel=1e-3)
+
+
+def test_a_plan_keeps_the_default_unless_a_point_beats_it_by_more_than_u() -> None:
+    assert plan_choice([10.0, 9.5, 12.0], 0, 0.1) == 0  # 5 % dearer: within 1 + u
+    assert plan_choice([10.0, 8.0, 12.0], 0, 0.1) == 1  # 25 % dearer: the cheapest
+    assert plan_choice([10.0, 9.5], None, 0.1) == 1  # no default among them
+    assert plan_choice([10.0, 10.0, 9.0], 1, 0.0) == 2  # u = 0: the cheapest
+    assert plan_choice([9.0, 9.0, 9.0], 2, 0.0) == 2  # on a tie, the default
+    assert plan_choice([9.0, 9.0], None, 0.0) == 0  # else the first of equals
 
 
 def test_max_form_predicts_the_largest_term() -> None:

@@ -30,7 +30,7 @@ from presk.host.plan import Plan, write
 from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
 from presk.tune.capture import Captured, capture, points_of
-from presk.tune.model import Profile, ProfileError, read
+from presk.tune.model import Profile, ProfileError, plan_choice, read
 from presk.tune.pricing import price_points
 
 NAME = "plan"
@@ -115,8 +115,11 @@ def _plan(args: argparse.Namespace) -> int:
         if not points:
             continue
         total += len(points)
-        best_point, best = min(points, key=lambda pc: pc[1])  # the first of equals
-        undecided = sum(cost <= best * (1 + u) for _, cost in points)
+        costs = [cost for _, cost in points]
+        best = min(costs)
+        defaults = [i for i, (point, _) in enumerate(points) if point == Layout()]
+        best_point = points[plan_choice(costs, defaults[0] if defaults else None, u)][0]
+        undecided = sum(cost <= best * (1 + u) for cost in costs)
         if nest.site in captured.epilogues:
             best_point = replace(best_point, epilogue=True)
         if nest.site in finished:

@@ -24,9 +24,10 @@ from presk.commands.plan import layout_profile
 from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, UsageError
 from presk.host.plan import PlanError
+from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
 from presk.tune.capture import capture
-from presk.tune.model import spearman
+from presk.tune.model import plan_choice, spearman
 from presk.tune.pricing import Pricer
 from presk.tune.sweep import META, Day, SweepError, check_day, layout_of, nest_file, read_day
 
@@ -112,7 +113,9 @@ def _reprice(args: argparse.Namespace) -> int:
         if not ran:
             out.append(f"{site:<29}{len(again):>7}  {'-':>9}  {'-':>8}  nothing measured")
             continue
-        pick = min(ran, key=lambda line: line["predicted_us"])
+        costs = [float(line["predicted_us"]) for line in ran]
+        defaults = [i for i, line in enumerate(ran) if layout_of(line) == Layout()]
+        pick = ran[plan_choice(costs, defaults[0] if defaults else None, profile.u)]
         best = min(float(line["median_us"]) for line in ran)
         ratio = float(pick["median_us"]) / best if best > 0 else math.nan
         rho = spearman(

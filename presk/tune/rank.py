@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from presk.kernel.layout import Layout
+from presk.tune.model import plan_choice
 from presk.tune.sweep import Day, layout_of
 
 DECISIONS = tuple(f.name for f in fields(Layout))
@@ -137,7 +138,7 @@ def rank(day1: Day, day2: Day, entry: str, profile_u: float | None) -> Report:
     config = ",".join(f"{k}={v}" for k, v in day1.meta.get("dims", {}).items())
     dtype = str(day1.meta.get("realize", "?"))
     statements = [_l(day1, day2), _m(contractions, u, predicted, entry, config, dtype)]
-    statements += [_n(day1, day2, entry, config, dtype), _o(contractions, predicted, entry)]
+    statements += [_n(day1, day2, entry, config, dtype), _o(contractions, predicted, entry, u)]
     statements += [_p(by_nest, entry), _q(contractions, day1, u, predicted, profile_u)[0]]
     q_rows = _q(contractions, day1, u, predicted, profile_u)[1]
     counts = pairs(by_nest, u)
@@ -223,7 +224,7 @@ def _n(day1: Day, day2: Day, entry: str, config: str, dtype: str) -> tuple[str, 
 
 
 def _o(
-    contractions: dict[str, list[Point]], predicted: bool, entry: str
+    contractions: dict[str, list[Point]], predicted: bool, entry: str, u: float
 ) -> tuple[str, str, str, str]:
     text = (
         f"the model's pick within 1.25× of the best measured, every contraction nest of `{entry}`"
@@ -232,7 +233,9 @@ def _o(
         return ("O", text, "no predictions (autotune without --profile)", "not measured")
     parts, worst = [], 0.0
     for nest, pts in sorted(contractions.items()):
-        pick = min(pts, key=lambda p: p.predicted or 0.0)
+        costs = [p.predicted or 0.0 for p in pts]
+        defaults = [i for i, p in enumerate(pts) if p.layout == Layout()]
+        pick = pts[plan_choice(costs, defaults[0] if defaults else None, u)]
         ratio = pick.median / min(p.median for p in pts)
         worst = max(worst, ratio)
         parts.append(f"`{nest}` {ratio:.2f}")
