@@ -164,8 +164,7 @@ def gemm_pick(nest: Captured, timed: list[tuple[float, int, Layout, bool]]) -> N
     pricer = Pricer(nest, profile, 1)
     priced = [(pricer.price(point), t, point) for t, _, point, _ in timed]
     costed = [(p, t, point) for p, t, point in priced if p is not None]
-    defaults = [i for i, (_, _, point) in enumerate(costed) if point == Layout()]
-    chosen = plan_choice([p for p, _, _ in costed], defaults[0] if defaults else None, profile.u)
+    chosen = plan_choice([x for *_, x in costed], [p for p, _, _ in costed], profile.u)
     predicted, t, point = costed[chosen]
     again = confirmed(nest, point, [p for _, _, p, _ in timed], 1)
     print(
@@ -197,9 +196,8 @@ def statement_o() -> None:
             if not any(x["point"].get("form") == "tiled" for x in ran):
                 continue
             site = lines[0]["nest"]
-            costs = [float(x["predicted_us"]) for x in ran]
-            defaults = [i for i, x in enumerate(ran) if x["point"] == {}]
-            pick = ran[plan_choice(costs, defaults[0] if defaults else None, u)]
+            layouts = [point_of(x["point"], site) for x in ran]
+            pick = ran[plan_choice(layouts, [float(x["predicted_us"]) for x in ran], u)]
             best = min(x["median_us"] for x in ran)
             ranked = [point_of(x["point"], site) for x in sorted(ran, key=lambda x: x["median_us"])]
             again = confirmed(nests[site], point_of(pick["point"], site), ranked, 2)

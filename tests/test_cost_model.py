@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from presk.kernel import ir
+from presk.kernel.layout import NO_SPLIT, Layout
 from presk.tune import machine
 from presk.tune.features import Features, _sets, features
 from presk.tune.machine import Machine
@@ -294,12 +295,14 @@ def test_a_launch_costs_no_more_than_a_launch_can() -> None:
 
 
 def test_a_plan_keeps_the_default_unless_a_point_beats_it_by_more_than_u() -> None:
-    assert plan_choice([10.0, 9.5, 12.0], 0, 0.1) == 0  # 5 % dearer: within 1 + u
-    assert plan_choice([10.0, 8.0, 12.0], 0, 0.1) == 1  # 25 % dearer: the cheapest
-    assert plan_choice([10.0, 9.5], None, 0.1) == 1  # no default among them
-    assert plan_choice([10.0, 10.0, 9.0], 1, 0.0) == 2  # u = 0: the cheapest
-    assert plan_choice([9.0, 9.0, 9.0], 2, 0.0) == 2  # on a tie, the default
-    assert plan_choice([9.0, 9.0], None, 0.0) == 0  # else the first of equals
+    zero, default = Layout(form="rowwise", split=NO_SPLIT), Layout()
+    tiled = Layout("tiled", (4, 16), 0, "IJ", 16, False)
+    assert plan_choice([default, tiled, zero], [10.0, 9.5, 12.0], 0.1) == 0  # within 1 + u
+    assert plan_choice([default, tiled, zero], [10.0, 8.0, 12.0], 0.1) == 1  # 25 % cheaper
+    assert plan_choice([zero, tiled], [10.0, 9.5], 0.1) == 1  # no default among them
+    assert plan_choice([zero, default, tiled], [10.0, 10.0, 9.0], 0.0) == 2  # u = 0
+    assert plan_choice([zero, tiled, default], [9.0, 9.0, 9.0], 0.0) == 2  # a tie: the default
+    assert plan_choice([zero, tiled], [9.0, 9.0], 0.0) == 0  # else the first of equals
 
 
 def test_max_form_predicts_the_largest_term() -> None:

@@ -117,8 +117,7 @@ def _plan(args: argparse.Namespace) -> int:
         total += len(points)
         costs = [cost for _, cost in points]
         best = min(costs)
-        defaults = [i for i, (point, _) in enumerate(points) if point == Layout()]
-        best_point = points[plan_choice(costs, defaults[0] if defaults else None, u)][0]
+        best_point = points[plan_choice([p for p, _ in points], costs, u)][0]
         undecided = sum(cost <= best * (1 + u) for cost in costs)
         if nest.site in captured.epilogues:
             best_point = replace(best_point, epilogue=True)

@@ -24,7 +24,6 @@ from presk.commands.plan import layout_profile
 from presk.data.format import DataError, write_atomically
 from presk.diagnostics import CommandError, UsageError
 from presk.host.plan import PlanError
-from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
 from presk.tune.capture import capture
 from presk.tune.model import plan_choice, spearman
@@ -114,8 +113,7 @@ def _reprice(args: argparse.Namespace) -> int:
             out.append(f"{site:<29}{len(again):>7}  {'-':>9}  {'-':>8}  nothing measured")
             continue
         costs = [float(line["predicted_us"]) for line in ran]
-        defaults = [i for i, line in enumerate(ran) if layout_of(line) == Layout()]
-        pick = ran[plan_choice(costs, defaults[0] if defaults else None, profile.u)]
+        pick = ran[plan_choice([layout_of(line) for line in ran], costs, profile.u)]
         best = min(float(line["median_us"]) for line in ran)
         ratio = float(pick["median_us"]) / best if best > 0 else math.nan
         rho = spearman(

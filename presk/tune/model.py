@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from presk.data.format import write_atomically
 from presk.diagnostics import read_json
+from presk.kernel.layout import Layout
 from presk.tune.capture import Captured
 from presk.tune.features import RULES, Features, features, features_of
 from presk.tune.harness import Lowered
@@ -275,15 +276,16 @@ def predict(terms: Features, profile: Profile) -> float:
     return fit.lam_us * terms.launches + fit.spawn_us * terms.spawns + norm
 
 
-def plan_choice(costs: Sequence[float], default: int | None, u: float) -> int:
-    """The point a plan takes, by its index in `costs`: the cheapest predicted (the
-    first of equals), unless the default (its index, if it is among them) is predicted
-    within 1 + u of it. u is the model's median relative error: a point it cannot tell
-    from its best is no reason to leave the layout every nest has without a plan. (On
-    2026-12-04 the model put attention's scores `ein` split over its two heads 0.1 %
-    under the default's split over the batch; the first measured 1.0–2.8 times the
-    second over three runs.)"""
+def plan_choice(layouts: Sequence[Layout], costs: Sequence[float], u: float) -> int:
+    """The point a plan takes, by its index among `layouts` (priced `costs`): the
+    cheapest predicted (the first of equals), unless the default `Layout()`, if it is
+    among them, is predicted within 1 + u of it. u is the model's median relative
+    error: a point it cannot tell from its best is no reason to leave the layout every
+    nest has without a plan. (On 2026-12-04 the model put attention's scores `ein` split
+    over its two heads 0.1 % under the default's split over the batch; the first
+    measured 1.0–2.8 times the second over three runs.)"""
     best = min(range(len(costs)), key=costs.__getitem__)
+    default = next((i for i, layout in enumerate(layouts) if layout == Layout()), None)
     if default is not None and costs[default] <= costs[best] * (1 + u):
         return default
     return best

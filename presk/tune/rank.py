@@ -234,8 +234,7 @@ def _o(
     parts, worst = [], 0.0
     for nest, pts in sorted(contractions.items()):
         costs = [p.predicted or 0.0 for p in pts]
-        defaults = [i for i, p in enumerate(pts) if p.layout == Layout()]
-        pick = pts[plan_choice(costs, defaults[0] if defaults else None, u)]
+        pick = pts[plan_choice([p.layout for p in pts], costs, u)]
         ratio = pick.median / min(p.median for p in pts)
         worst = max(worst, ratio)
         parts.append(f"`{nest}` {ratio:.2f}")
