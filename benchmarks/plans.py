@@ -197,10 +197,10 @@ def statement_o() -> None:
                 continue
             site = lines[0]["nest"]
             layouts = [point_of(x["point"], site) for x in ran]
-            pick = ran[plan_choice(layouts, [float(x["predicted_us"]) for x in ran], u)]
-            best = min(x["median_us"] for x in ran)
-            ranked = [point_of(x["point"], site) for x in sorted(ran, key=lambda x: x["median_us"])]
-            again = confirmed(nests[site], point_of(pick["point"], site), ranked, 2)
+            chosen = plan_choice(layouts, [float(x["predicted_us"]) for x in ran], u)
+            pick, best = ran[chosen], min(x["median_us"] for x in ran)
+            order = sorted(range(len(ran)), key=lambda i: ran[i]["median_us"])
+            again = confirmed(nests[site], layouts[chosen], [layouts[i] for i in order], 2)
             print(
                 f"statement O, {site} B16 T256 f32: the model's pick {again:.2f}× the best "
                 f"measured  (goal ≤ 1.10×; in the sweep {pick['median_us'] / best:.2f}×)"

@@ -245,8 +245,7 @@ class _Walk:
         # two iterations fit: counted once, not once an iteration. An iteration brings at
         # least the loop's footprint's average growth (two half-line strips of columns
         # share their lines, the next two take new ones).
-        shared, two = 0.0, 0.0
-        two_l1 = 0.0
+        shared, two, two_l1 = 0.0, 0.0, 0.0
         if bound > 1 and max(lines, l1) > min(self.caps):  # else the footprint is the traffic
             one, two = (self.lines(node, {s.var: n}) * LINE_BYTES for n in (1, 2))
             shared = max(0.0, one - max(two - one, (lines - one) / (bound - 1)))

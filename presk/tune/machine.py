@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from presk.machine import default_threads, vector_unit
@@ -57,9 +57,11 @@ def machine_of(doc: object) -> Machine | None:
     """A Machine from a profile's object; None if it is not one."""
     if not isinstance(doc, dict):
         return None
-    names = Machine.__dataclass_fields__
-    # A profile written before the L1d's ways were read has none: 0, not known.
-    values = {k: doc.get(k, 0 if k == "l1d_ways" else None) for k in names}
+    # A field a profile was written before has its default (the L1d's ways: 0, not known).
+    values = {
+        f.name: doc.get(f.name, None if f.default is MISSING else f.default)
+        for f in fields(Machine)
+    }
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
         return None
     return Machine(**values)  # type: ignore[arg-type]
