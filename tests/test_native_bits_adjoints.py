@@ -145,3 +145,45 @@ def test_attention_eins_give_the_row_wise_bits(tmp_path, dtype, dims, eins) -> N
     expected = eins[dtype] if isinstance(eins, dict) else eins
     assert sorted(k.name for _, k in p.host.kernels if _scratch(k)) == expected
     assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
+
+
+SCORES = """dim B
+dim T
+dim E
+type Q = ℝ[batch: B, heads: 2, seq: T, hd: E]
+fn scores(q : Q, k : Q) -> ℝ[batch: B, heads: 2, seq: T, seq2: T] =
+  ein[batch, heads, seq, seq2](q * k)
+"""
+
+
+def _panel_axes(kernel: ir.Kernel) -> int:
+    """The axes of a kernel's first scratch buffer: 3 where it holds every panel of b."""
+    line = next(x for x in kernel_text(kernel).splitlines() if "scratch" in x)
+    return line.split("[", 1)[1].split("]", 1)[0].count(",") + 1
+
+
+# All of K in one block and all of b in 32 KiB: b is packed once and every row tile runs
+# along the panels (`_Form.by_rows`), row after row of the output. (2, 64, 4): tutorial
+# 03's head of 4 (f32: two panels of 32 columns; f64: four of 16), rows in five tiles of
+# twelve and one of four; (1, 70, 8): 70 columns, whole panels then row-wise columns;
+# (1, 32, 16) in f32: one panel of 32 columns, nothing to walk along (the panel form);
+# (1, 64, 256): b is 64 KiB, past the budget (the panel form, K in one block).
+@pytest.mark.parametrize("dtype", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(
+    ("dims", "axes"),
+    [
+        ((2, 64, 4), {"f64": 3, "f32": 3, "bf16": 3}),
+        ((1, 70, 8), {"f64": 3, "f32": 3, "bf16": 3}),
+        ((1, 32, 16), {"f64": 3, "f32": 2, "bf16": 2}),
+        ((1, 64, 256), {"f64": 2, "f32": 2, "bf16": 2}),
+    ],
+)
+def test_scores_walk_the_rows_over_a_whole_packed_b(tmp_path, dtype, dims, axes) -> None:
+    src = tmp_path / "scores.psk"
+    src.write_text(SCORES)
+    b, t, e = dims
+    case = _setup(str(src), "scores", {"B": b, "T": t, "E": e})
+    (kernel,) = [k for _, k in _compile(case, dtype).host.kernels if k.name == "ein"]
+    assert _panel_axes(kernel) == axes[dtype]
+    assert _bits(case, dtype) == _bits(case, dtype, tiles=False)
+    assert _bits(case, dtype, threads=2) == _bits(case, dtype, tiles=False)

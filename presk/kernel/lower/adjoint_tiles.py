@@ -30,7 +30,7 @@ outside the one over panels, which changes no output element's order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from presk.kernel import ir
 from presk.kernel.ir import (
@@ -266,18 +266,27 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
     kc = min(p.k, PANEL_BYTES // (width * size))
     carried = dtype == "bf16" and p.k > kc  # sums between blocks of K in scratch
     mc = min(p.m, SUMS_BYTES // (width * size) // PACK_ROWS * PACK_ROWS) if carried else p.m
+    chunk = _chunk_rows(p.m) if p.a_by_columns and not carried else None
+    whole = (
+        chunk is None and p.k <= kc and panels > 1 and panels * p.k * width * size <= PANEL_BYTES
+    )
+    panel_axes = ((None, p.k), (None, width))
     form = _Form(
         p,
         names,
         lanes,
         vectors,
         names.loop(),
-        Buffer(scratch, arith, ((None, kc), (None, width))),
+        Buffer(
+            scratch, arith, ((None, panels), *panel_axes) if whole else ((None, kc), panel_axes[1])
+        ),
         Buffer(scratch + 1, arith, ((None, mc), (None, width))) if carried else None,
+        whole,
     )
-    chunk = _chunk_rows(p.m) if p.a_by_columns and not carried else None
     main: tuple[Stmt, ...]
-    if chunk is not None:
+    if whole:
+        main = form.by_rows(panels)
+    elif chunk is not None:
         a_panel = Buffer(scratch + 1, arith, ((None, kc), (None, chunk)))
         main = form.by_chunks(a_panel, panels)
     else:
@@ -336,6 +345,11 @@ class _Form:
     jb: str
     panel: Buffer
     sums: Buffer | None
+    whole: bool = False  # the panel holds every panel of b, indexed by the panel first
+
+    def at_panel(self, k: Index, c: Index) -> tuple[Index, ...]:
+        """The panel's element at step `k`, column `c` of the current panel."""
+        return (IVar(self.jb), k, c) if self.whole else (k, c)
 
     def column(self, c: int) -> Index:
         """The output column of vector `c` of the current panel."""
@@ -383,6 +397,24 @@ class _Form:
         body = blocked(names, self.p.k, self.panel.shape[0], block)
         return (For(ic, self.p.m // rows, (ir.Scratch(a_panel, body),)),)
 
+    def by_rows(self, panels: int) -> tuple[Stmt, ...]:
+        """All of K in one block and all of b in one panel of L1 (attention's scores, a
+        head's few columns of K): b is copied once, then each row tile runs along every
+        panel, so the output is written row after row, as the hardware's prefetchers
+        stream it, rather than down a panel's columns, a row's width apart."""
+        names, k = self.names, self.p.k
+        copy = replace(self, jb=names.loop())
+
+        def tile(r0: Index, n: int, _f: Cond, _l: Cond) -> tuple[Stmt, ...]:
+            rows = [_plus(r0, IConst(r)) for r in range(n)]
+            return (For(self.jb, panels, self.tile(IConst(0), rows, IConst(0), k, True, True)),)
+
+        body = (
+            For(copy.jb, panels, (copy.pack(IConst(0), k),)),
+            *blocked(names, self.p.m, tile_rows(), tile),
+        )
+        return (ir.Scratch(self.panel, body),)
+
     def pack(self, k0: Index, kn: int) -> Stmt:
         """Copy b(k0 + kp, panel columns) into the panel for kp < kn."""
         p, lanes, kp = self.p, self.lanes, self.names.loop()
@@ -390,7 +422,7 @@ class _Form:
             copies = tuple(
                 ir.VStore(
                     self.panel,
-                    (IVar(kp), IConst(c * lanes)),
+                    self.at_panel(IVar(kp), IConst(c * lanes)),
                     p.b_vector(_plus(k0, IVar(kp)), self.column(c), lanes),
                 )
                 for c in range(self.vectors)
@@ -398,9 +430,11 @@ class _Form:
             return For(kp, kn, copies)
         # Transposed: read b's memory in order (along k), write the panel's columns.
         jp = self.names.loop()
-        width = self.panel.shape[1]
+        width = self.panel.shape[-1]
         column = _plus(IBin(IntOp.MUL, IVar(self.jb), IConst(width)), IVar(jp))
-        copy = Store(self.panel, (IVar(kp), IVar(jp)), p.b(_plus(k0, IVar(kp)), column))
+        copy = Store(
+            self.panel, self.at_panel(IVar(kp), IVar(jp)), p.b(_plus(k0, IVar(kp)), column)
+        )
         return For(jp, width, (For(kp, kn, (copy,)),))
 
     def tile(
@@ -440,7 +474,8 @@ class _Form:
         else:
             a_rows = [Load(a_panel, (IVar(k), i)) for i in rows]
         b_vectors = [
-            ir.VLoad(self.panel, (IVar(k), IConst(c * lanes)), lanes) for c in range(self.vectors)
+            ir.VLoad(self.panel, self.at_panel(IVar(k), IConst(c * lanes)), lanes)
+            for c in range(self.vectors)
         ]
         step = tile_step(self.names, acc, a_rows, b_vectors, self.p.swapped)
         if self.sums is None and self.names.epilogue is None:
