@@ -69,9 +69,9 @@ def c_text() -> str:
         parts.append(f"#{'if' if first else 'elif'} defined({guard}) && defined({fma})")
         lanes = 16 if reg == "zmm" else 8
         parts.append(f"  {_zero(reg, chains, xy, tmp)}")
+        fma, plain = (_steps(reg, chains, xy, tmp, f) for f in (True, False))
         parts.append(
-            f"  for (long i = 0; i < n; i++) {{ if (fused) {{ {_steps(reg, chains, xy, tmp, True)} }}"
-            f" else {{ {_steps(reg, chains, xy, tmp, False)} }} }}"
+            f"  for (long i = 0; i < n; i++) {{ if (fused) {{ {fma} }} else {{ {plain} }} }}"
         )
         parts.append(f"  return n * {chains} * {lanes} * 2;")
         first = False
