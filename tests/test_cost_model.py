@@ -177,6 +177,46 @@ def test_rows_in_one_set_of_the_l1d_miss_it_however_few() -> None:
     assert features((k,), "f32", unknown, 1).l2 == 0
 
 
+def _fill(rows_outer: bool) -> ir.Kernel:
+    """out[i, 16j : +16] = 0 for 32 rows i of four vectors j (8 KiB), the rows outside
+    (along each row's lines) or inside (down a column of lines, 256 bytes a step)."""
+    out = ir.Buffer(0, "f32", ((None, 32), (None, 64)))
+    i, j = ir.IVar("i"), ir.IVar("j")
+    store = ir.VStore(
+        out, (i, ir.IBin(ir.IntOp.MUL, j, ir.IConst(16))), ir.Splat(ir.Const(Fraction(0)), 16)
+    )
+    nest = ir.For("i", 32, (ir.For("j", 4, (store,)),))
+    if not rows_outer:
+        nest = ir.For("j", 4, (ir.For("i", 32, (store,)),))
+    return ir.Kernel("fill", "f32", (), (out,), (nest,))
+
+
+def test_a_walk_across_the_lines_of_a_large_buffer_is_strided() -> None:
+    """The rule `streams`: past an L2 of 4 KiB, the row-order fill walks along its lines
+    (16 lanes, a line a step) and the column-order one across them, 256 bytes a step:
+    all of its 128 lines count as strided bytes. In an L2 that holds the output nothing
+    comes from past it, so nothing is strided."""
+    small_l2 = Machine(0, 1024, 4096, 1 << 22, 1, 1, 32, 64)
+    along, across = (features((_fill(r),), "f32", small_l2, 1) for r in (True, False))
+    assert along.l3 == across.l3 == 128 * 64
+    assert (along.strided, across.strided) == (0, 128 * 64)
+    roomy = Machine(0, 1024, 1 << 20, 1 << 22, 1, 1, 32, 64)
+    assert features((_fill(False),), "f32", roomy, 1).strided == 0
+
+
+def test_a_tile_whose_rows_cover_the_step_walks_along() -> None:
+    """A tile of two vectors a row steps 128 bytes along its rows: its constant offsets
+    cover the step, so the walk is along the lines (the scores' row order); one vector
+    a row stepping 128 bytes leaves a line out each step, across."""
+    from presk.tune.features import _run, _step
+
+    assert _run({0.0, 64.0, 1024.0, 1088.0}, 64) == 128
+    assert _run({0.0, 1024.0}, 64) == 64
+    assert _step((("i", 1024.0), ("j", 128.0)), [("i", 8), ("j", 4), ("k", 16)]) == 128
+    assert _step((("i", 1024.0), ("j", 128.0)), [("j", 4), ("i", 8)]) == 1024
+    assert _step((("i", 1024.0),), [("i", 1), ("k", 16)]) == 0
+
+
 def test_the_sets_a_box_falls_into() -> None:
     # A run of eight lines takes eight sets of 64; rows 4 KiB apart one, 2 KiB apart two;
     # a stride under a line joins the run; a run of two lines down rows 4 KiB apart, two.
@@ -224,17 +264,23 @@ def _synthetic(form: str, q: float) -> tuple[list[Sample], dict[str, float]]:
     groups = ("f32+lanes1+w1", "f32+lanes16+w1", "f32+lanes1+w2")
     pi = dict(zip(groups, (2e9, 8e9, 3e9), strict=True))
     rho = dict(zip(groups, (4e9, 1e9, 5e9), strict=True))
-    beta, sigma = (5e10, 2e10, 1e10), 1.5e9
+    beta, sigma, strided = (5e10, 2e10, 1e10), 1.5e9, 4e9
     samples = []
     for n in range(90):
         g = groups[n % 3]
-        w, r, b2, b3, bm, st = (10 ** rng.uniform(4, 7) for _ in range(6))
+        w, r, b2, b3, bm, st, sd = (10 ** rng.uniform(4, 7) for _ in range(7))
         terms = [1e6 * w / pi[g], 1e6 * r / rho[g], 1e6 * b2 / beta[0], 1e6 * b3 / beta[1]]
-        terms += [1e6 * bm / beta[2], 1e6 * st / sigma]
+        terms += [1e6 * bm / beta[2], 1e6 * st / sigma, 1e6 * sd / strided]
         t = 2.0 + combine(terms, form, q)
-        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0, st), t))
+        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0, st, sd), t))
     truth = {f"pi {g}": v for g, v in pi.items()}
-    return samples, {**truth, "beta_l3": beta[1], "sigma": sigma, "lam": 2.0}
+    return samples, {
+        **truth,
+        "beta_l3": beta[1],
+        "sigma": sigma,
+        "beta_strided": strided,
+        "lam": 2.0,
+    }
 
 
 @pytest.mark.parametrize(("form", "q"), [("pnorm", 2.0), ("sum", 1.0)])
@@ -244,6 +290,7 @@ def test_the_fit_gives_back_known_constants(form: str, q: float) -> None:
     fit = done.fit
     got = {f"pi {g}": v for g, v in fit.pi.items()}
     got |= {"beta_l3": fit.beta[1], "sigma": fit.sigma, "lam": fit.lam_us}
+    got["beta_strided"] = fit.beta_strided
     for name, value in truth.items():
         assert math.isclose(got[name], value, rel_tol=1e-3), name
     if form == "pnorm":
@@ -277,6 +324,7 @@ def test_a_fit_also_starts_from_the_fit_before(monkeypatch: pytest.MonkeyPatch) 
     assert warm[6 : 6 + len(groups)] == pytest.approx(
         [math.log(before.pi[g] / 1e6) for g in groups]
     )
+    assert warm[6 + 2 * len(groups)] == pytest.approx(math.log(before.beta_strided / 1e6))
     assert warm[-1] == pytest.approx(before.q)
     assert again.u < 1e-6
 
@@ -326,7 +374,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
-    assert lines[1] == "-- costed under the rules lines,overhead,sets"
+    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
     # N=16: blocks of 32 and 128 are one block; five tiles, two orders, one lane or more.
     assert f"-- 20 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
@@ -336,6 +384,21 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "(median relative residual over 40 samples)" in out
     assert out.endswith(f"-- profile written to {path}\n")
     return path
+
+
+def test_a_calibration_keeps_no_samples_costed_under_other_rules(
+    profile: Path, tmp_path: Path
+) -> None:
+    doc = json.loads(profile.read_text())
+    doc["rules"] = "lines,overhead,sets"  # a profile from before the rule `streams`
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(doc))
+    argv = ("bench", "experiments/gemm.psk", "--entry", "gemm", "--dim", "N=16")
+    argv += ("--realize", "f32", "--calibrate", str(older), "--space", "calib")
+    code, out, err = run_presk(*argv, "--repeat", "1", "--threads", "1")
+    assert code == 0, err
+    assert f"0 samples kept from {older} (costed under the rules lines,overhead,sets" in out
+    assert len(profile_of(json.loads(older.read_text()), "").samples) == 20
 
 
 def test_the_profile_holds_the_fit(profile: Path) -> None:
@@ -420,7 +483,7 @@ def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
     again = tmp_path / "sum.json"
     code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
     assert code == 0, err
-    assert "-- fit (sum, load term, rules lines,overhead,sets)" in out
+    assert "-- fit (sum, load term, rules lines,overhead,sets,streams)" in out
     assert json.loads(again.read_text())["form"] == "sum"
     code, _, err = run_presk("refit", str(profile))
     assert code == 2 and err.count("\n") == 1

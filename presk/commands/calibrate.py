@@ -128,6 +128,8 @@ def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str, Fi
         )
     if old.machine != machine:
         return [], " (another machine's: none kept)", None
+    if old.kind == "layout" and old.rules != RULES:
+        return [], f" (costed under the rules {old.rules}: none kept)", None
     return list(old.samples), "", old.fit
 
 

@@ -28,6 +28,10 @@ A point's kernels (a pack's first) add up.
   A footprint fits the L1d only if its sets hold it too (the rule `sets`): a
   pattern's lines count as many times over as the sets it falls into are
   fewer than all of them (rows 4 KiB apart all fall into one).
+  Of the bytes past L2, those of patterns into buffers larger than the L2
+  whose innermost moving loop steps past a line and past the run of their
+  constant offsets are strided (the rule `streams`): the prefetchers fetch
+  ahead of a walk along lines, not across them.
   A kernel whose whole footprint fits in C brings nothing: its data is
   still there from the call before, as it is when a kernel is timed, and
   mostly when the nest before it wrote its operands. So T(C) is what misses
@@ -66,7 +70,7 @@ from presk.tune.outline import (
     of_kernel,
 )
 
-RULES = "lines,overhead,sets"
+RULES = "lines,overhead,sets,streams"
 # A chain of adds waits on itself only when it is long: the processor's reorder window
 # (some 200 operations) runs the chains of a few short loops side by side, as it does
 # those of a product over k = 4 (attention's scores, one head).
@@ -88,6 +92,7 @@ class Features:
     ops: float  # arithmetic operations (the roofline's comparison)
     bytes: float  # the kernels' buffers, each read or written once (the roofline's Q)
     steps: float = 0.0  # runs of leaves that wait for the run before (a profile without: 0)
+    strided: float = 0.0  # bytes past L2 of patterns walked across lines (rule `streams`)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -102,6 +107,7 @@ class Features:
             "ops": self.ops,
             "bytes": self.bytes,
             "steps": self.steps,
+            "strided": self.strided,
         }
 
 
@@ -128,7 +134,10 @@ def features_of(doc: object) -> Features | None:
         int(doc["spawns"]),
         float(doc["ops"]),
         float(doc["bytes"]),
-        float(doc["steps"]) if isinstance(doc.get("steps"), int | float) else 0.0,
+        *(
+            float(doc[k]) if isinstance(doc.get(k), int | float) else 0.0
+            for k in ("steps", "strided")
+        ),
     )
 
 
@@ -160,6 +169,9 @@ class _Walk:
         self.loads = 0.0
         self.ops = 0.0
         self.steps = 0.0
+        self.around: list[tuple[str, int]] = []  # the loops being walked, outermost first
+        # Per pattern, its step along the innermost loop that moves it (rule `streams`).
+        self.step: dict[Key, float] = {}
         self.buffers: dict[int, _Buf] = {}
         for b in kernel.buffers:
             self._buffer(b)
@@ -181,6 +193,8 @@ class _Walk:
             self.steps += mult
         groups = node.groups
         for key, consts, width in leaf.groups:
+            if key not in self.step:
+                self.step[key] = _step(key[1], self.around)
             found = groups.get(key)
             if found is None:
                 groups[key] = (set(consts), width)
@@ -237,7 +251,9 @@ class _Walk:
         runs = mult * bound
         self.work += runs
         node = _Node({}, {s.var: bound})
+        self.around.append((s.var, bound))
         inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1, bound)
+        self.around.pop()
         lines = self.lines(node) * LINE_BYTES
         l1 = self.l1_load(node, lines)
         # The lines an iteration shares with the one before (a row of a under a loop over
@@ -277,6 +293,27 @@ class _Walk:
         for i, (n, weighted) in per_buffer.items():
             out += min(n, self.buffers[i].lines) * weighted / n if n else 0.0
         return max(lines, out * LINE_BYTES)
+
+    def strided(self, node: _Node, far: int) -> float:
+        """The bytes of `node`'s patterns into buffers larger than `far` that their
+        innermost loop walks across lines (the rule `streams`): a step past the run its
+        constant offsets cover, and past a line. The processor's prefetchers follow an
+        address that moves a line at a time within a page, ahead of the loads and of a
+        store's read for ownership; a walk down the columns of a row-major output, a
+        kilobyte a step, gets no such help and waits on each line. Each such pattern's
+        lines count once (its box over the whole kernel), its buffer's lines at most."""
+        per_buffer: dict[int, float] = {}
+        for (index, coefs), (consts, width) in node.groups.items():
+            step = self.step.get((index, coefs), 0.0)
+            if self.buffers[index].lines * LINE_BYTES <= far:
+                continue
+            if step <= max(_run(consts, width), LINE_BYTES):
+                continue
+            dims = [(abs(c), node.bounds[v]) for v, c in coefs if v in node.bounds]
+            if len(consts) > 1:
+                dims += _offsets(tuple(sorted(consts)))
+            per_buffer[index] = per_buffer.get(index, 0.0) + _box(dims, width)
+        return LINE_BYTES * sum(min(n, self.buffers[i].lines) for i, n in per_buffer.items())
 
     def lines(self, node: _Node, bounds: dict[str, int] | None = None) -> float:
         """The lines `node`'s accesses touch while it runs once (with `bounds` in place
@@ -324,6 +361,27 @@ def _offsets(ordered: tuple[float, ...]) -> list[tuple[float, int]]:
             return [(inner, run), (outer, rows)]
     gaps = [b - a for a, b in itertools.pairwise(ordered)]
     return [(min(gaps), n)]
+
+
+def _step(coefs: tuple[tuple[str, float], ...], around: list[tuple[str, int]]) -> float:
+    """A pattern's step, in bytes, along the innermost loop around it that moves it (0:
+    none does)."""
+    moves = dict(coefs)
+    for var, bound in reversed(around):
+        if bound > 1 and moves.get(var):
+            return abs(moves[var])
+    return 0.0
+
+
+def _run(consts: set[float], width: int) -> float:
+    """The bytes a pattern's constant offsets cover without a gap, from the first."""
+    ordered = sorted(consts)
+    end = ordered[0] + width
+    for c in ordered[1:]:
+        if c > end:
+            break
+        end = max(end, c + width)
+    return end - ordered[0]
 
 
 def _box(dims: list[tuple[float, int]], width: int) -> float:
@@ -386,8 +444,9 @@ def workers_of(kernel: ir.Kernel | Outline, threads: int) -> int:
 
 def kernel_terms(
     kernel: Outline, machine: Machine, threads: int
-) -> tuple[float, float, float, float, float, float, float]:
-    """W, R, the bytes from L2, L3 and memory, the operations and S of one kernel."""
+) -> tuple[float, float, float, float, float, float, float, float]:
+    """W, R, the bytes from L2, L3 and memory, the operations, S and the strided bytes
+    past L2 (at most all the bytes past L2) of one kernel."""
     workers = workers_of(kernel, threads)
     l3 = machine.l3 // max(1, min(workers, machine.l3_shared))
     caps = (machine.l1d, machine.l2, l3)
@@ -398,27 +457,30 @@ def kernel_terms(
     fits = (walk.l1_load(top, total), total, total)
     misses = [0.0 if f <= cap else t for cap, t, f in zip(caps, inner, fits, strict=True)]
     t1, t2, t3 = misses[0], min(misses[1], misses[0]), min(misses[2], misses[1], misses[0])
-    return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps
+    strided = min(walk.strided(top, machine.l2), t2)
+    return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps, strided
 
 
 def outline_features(
     kernels: tuple[Outline, ...], dtype: str, machine: Machine, threads: int
 ) -> Features:
     """The terms of a point's kernels (their outlines), added, and its group."""
-    work = loads = l2 = l3 = mem = ops = steps = 0.0
+    work = loads = l2 = l3 = mem = ops = steps = strided = 0.0
     lanes, workers, spawns = 1, 1, 0
     size = 0.0
     for k in kernels:
-        w, r, b2, b3, bm, o, st = kernel_terms(k, machine, threads)
+        w, r, b2, b3, bm, o, st, sd = kernel_terms(k, machine, threads)
         work, loads, l2, l3, mem, ops = work + w, loads + r, l2 + b2, l3 + b3, mem + bm, ops + o
-        steps += st
+        steps, strided = steps + st, strided + sd
         lanes = max(lanes, max_lanes(k.body))
         kw = workers_of(k, threads)
         workers = max(workers, kw)
         spawns += kw > 1
         size += sum(b.size * element_bytes(b) for b in k.buffers)
     group = f"{dtype}+lanes{lanes}+w{workers}"
-    return Features(work, loads, l2, l3, mem, group, len(kernels), spawns, ops, size, steps)
+    return Features(
+        work, loads, l2, l3, mem, group, len(kernels), spawns, ops, size, steps, strided
+    )
 
 
 def features(

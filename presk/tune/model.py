@@ -9,15 +9,17 @@ measurements.
 The layout model (kind "layout", tutorial step 17): one worker's share of a
 point's kernels costs
 
-    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], S/σ, B_L2/β_L2, B_L3/β_L3, B_mem/β_mem‖
+    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], S/σ, B_L2/β_L2, B_L3/β_L3, B_mem/β_mem, B_s/β_s‖
 
 where g is the point's group (type, lanes, workers) and the norm is the
 form's: "pnorm" (Σ tᵢ^q)^(1/q) with q fitted in [1, 8], "sum" (q = 1) or
 "max". S counts the runs of leaves that wait for the run before (an
 accumulator's add, features.py) and σ is one rate for all groups, an add's
 latency being the same at any width; a profile fitted without it has σ = 0
-and no such term. The roofline (kind "roofline") is λ + max(W/π, Q/β) for each kernel
-an entry launches. Both are fitted by least squares on the logarithm of
+and no such term. B_s counts the bytes past L2 that a loop walks across lines
+rather than along them (the rule `streams`), which the prefetchers do not
+fetch ahead; β_s = 0 (a profile fitted without) drops the term. The roofline
+(kind "roofline") is λ + max(W/π, Q/β) for each kernel an entry launches. Both are fitted by least squares on the logarithm of
 predicted over measured time, with every rate fitted through its logarithm
 (so it stays positive, and may run off towards infinity: a term the fit
 does better without vanishes).
@@ -86,6 +88,7 @@ class Fit:
     pi: dict[str, float] = field(default_factory=dict)
     rho: dict[str, float] = field(default_factory=dict)
     sigma: float = 0.0  # dependent steps per second (0: no such term)
+    beta_strided: float = 0.0  # strided bytes past L2 per second (0: no such term)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -98,6 +101,7 @@ class Fit:
             "pi": dict(self.pi),
             "rho": dict(self.rho),
             "sigma": self.sigma,
+            "beta_strided": self.beta_strided,
         }
 
 
@@ -170,7 +174,7 @@ def profile_of(doc: object, where: str) -> Profile:
         _number(raw, "q", where),
         _rates(raw, "pi", where),
         _rates(raw, "rho", where),
-        _number(raw, "sigma", where) if "sigma" in raw else 0.0,
+        *(_number(raw, k, where) if k in raw else 0.0 for k in ("sigma", "beta_strided")),
     )
     samples = doc.get("samples", [])
     if not isinstance(samples, list):
@@ -271,6 +275,7 @@ def predict(terms: Features, profile: Profile) -> float:
         terms.l2 / fit.beta[0],
         terms.l3 / fit.beta[1],
         terms.mem / fit.beta[2],
+        terms.strided / fit.beta_strided if fit.beta_strided > 0 else 0.0,
     ]
     norm = combine([1e6 * t for t in parts], profile.form, fit.q)
     return fit.lam_us * terms.launches + fit.spawn_us * terms.spawns + norm
@@ -339,7 +344,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
     `prior` too (the fit of the calibration before), keeping whichever start ends best."""
     groups = sorted({s.group for s in samples})
     g = np.array([groups.index(s.group) for s in samples])
-    columns = ("work", "loads", "l2", "l3", "mem", "steps", "launches", "spawns")
+    columns = ("work", "loads", "l2", "l3", "mem", "steps", "strided", "launches", "spawns")
     x = {c: np.array([float(getattr(s.features, c)) for s in samples]) for c in columns}
     measured = np.array([s.measured_us for s in samples])
     ng = len(groups)
@@ -348,6 +353,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         lam, spawn = np.exp(p[0]), np.exp(p[1])
         b2, b3, bm, sigma = np.exp(p[2]), np.exp(p[3]), np.exp(p[4]), np.exp(p[5])
         pi, rho = np.exp(p[6 : 6 + ng]), np.exp(p[6 + ng : 6 + 2 * ng])
+        strided = np.exp(p[6 + 2 * ng])
         terms = np.stack(
             [
                 x["work"] / pi[g],
@@ -356,6 +362,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
                 x["l2"] / b2,
                 x["l3"] / b3,
                 x["mem"] / bm,
+                x["strided"] / strided,
             ]
         )
         if form == "sum":
@@ -380,7 +387,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
 
     p0 = [math.log(max(scale / 10, 1e-3)), math.log(max(scale / 100, 1e-4))]
     p0 += [start("l2"), start("l3"), start("mem"), start("steps")]
-    p0 += [start("work")] * ng + [start("loads")] * ng
+    p0 += [start("work")] * ng + [start("loads")] * ng + [start("strided")]
     lo = [-LOG_BOUND] * len(p0)
     hi = [LOG_BOUND] * len(p0)
     hi[0] = hi[1] = math.log(LAUNCH_MAX_US)
@@ -401,6 +408,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         warm.append(log_rate(prior.sigma, p0[5]))
         warm += [log_rate(prior.pi.get(gr, 0.0), p0[6 + i]) for i, gr in enumerate(groups)]
         warm += [log_rate(prior.rho.get(gr, 0.0), p0[6 + ng + i]) for i, gr in enumerate(groups)]
+        warm.append(log_rate(prior.beta_strided, p0[6 + 2 * ng]))
         starts.append(
             [min(max(v, a), b) for v, a, b in zip(warm, lo, hi, strict=True)] + [prior.q] * pnorm
         )
@@ -431,6 +439,8 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         {gr: float(np.exp(p[6 + ng + i]) * per_s) for i, gr in enumerate(groups)},
         # Without a sample that waits on its accumulators σ is unconstrained: no term.
         float(np.exp(p[5]) * per_s) if x["steps"].any() else 0.0,
+        # Likewise without a sample that walks a large buffer across lines.
+        float(np.exp(p[6 + 2 * ng]) * per_s) if x["strided"].any() else 0.0,
     )
     predicted = [float(v) for v in model(p)]
     u, rho = _quality(predicted, [s.measured_us for s in samples])
@@ -504,7 +514,8 @@ def fit_lines(profile: Profile, form_name: str | None = None) -> list[str]:
     out = [
         f"-- fit ({name}, {q}load term, rules {profile.rules}): λ = {f.lam_us:.2f} µs, "
         f"spawn = {f.spawn_us:.2f} µs, β_L2 = {f.beta[0]:.3e}, β_L3 = {f.beta[1]:.3e}, "
-        f"β_mem = {f.beta[2]:.3e} bytes/s, σ = {f.sigma:.3e} steps/s"
+        f"β_mem = {f.beta[2]:.3e} bytes/s, σ = {f.sigma:.3e} steps/s, "
+        f"β_strided = {f.beta_strided:.3e} bytes/s"
     ]
     out += [f"--      π[{g}] = {v:.3e} ops/s" for g, v in sorted(f.pi.items())]
     out += [f"--      ρ[{g}] = {v:.3e} loads/s" for g, v in sorted(f.rho.items())]
