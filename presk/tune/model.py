@@ -19,8 +19,9 @@ latency being the same at any width; a profile fitted without it has σ = 0
 and no such term. B_s counts the bytes past L2 that a loop walks across lines
 rather than along them (the rule `streams`), which the prefetchers do not
 fetch ahead; β_s = 0 (a profile fitted without) drops the term. The roofline
-(kind "roofline") is λ + max(W/π, Q/β) for each kernel an entry launches. Both are fitted by least squares on the logarithm of
-predicted over measured time, with every rate fitted through its logarithm
+(kind "roofline") is λ + max(W/π, Q/β) for each kernel an entry launches.
+Both are fitted by least squares on the logarithm of predicted over measured
+time, with every rate fitted through its logarithm
 (so it stays positive, and may run off towards infinity: a term the fit
 does better without vanishes).
 """
