@@ -27,10 +27,9 @@ ITERATIONS = 4_000_000
 # One step of chain i: t = x·y, acc_i = acc_i + t (unfused), or acc_i = x·y + acc_i (fused).
 # AVX-512: 12 chains in zmm0–11, x and y in zmm30–31, products in zmm16–19 (renamed);
 # AVX2: 8 chains in ymm0–7, x and y in ymm14–15, products in ymm8–11.
-_ISAS = {
-    "avx512": ("__AVX512F__", "zmm", 12, (30, 31), 16, "__FMA__"),
-    "avx2": ("__AVX2__", "ymm", 8, (14, 15), 8, "__FMA__"),
-}
+# Each: the macro that says the compiler targets it, its registers, chains, x and y, the
+# first product register.
+_ISAS = (("__AVX512F__", "zmm", 12, (30, 31), 16), ("__AVX2__", "ymm", 8, (14, 15), 8))
 
 
 def _asm(lines: list[str], regs: list[int]) -> str:
@@ -65,8 +64,8 @@ def c_text() -> str:
     (0 where the machine has neither AVX-512 nor AVX2 with FMA)."""
     parts = ["long presk_peak(int fused, long n) {"]
     first = True
-    for guard, reg, chains, xy, tmp, fma in _ISAS.values():
-        parts.append(f"#{'if' if first else 'elif'} defined({guard}) && defined({fma})")
+    for guard, reg, chains, xy, tmp in _ISAS:
+        parts.append(f"#{'if' if first else 'elif'} defined({guard}) && defined(__FMA__)")
         lanes = 16 if reg == "zmm" else 8
         parts.append(f"  {_zero(reg, chains, xy, tmp)}")
         fma, plain = (_steps(reg, chains, xy, tmp, f) for f in (True, False))

@@ -250,7 +250,9 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
     K is copied into a scratch panel (bf16 widened to f32, exactly), then every
     row tile runs over it: its accumulators start at 0 in the first block and
     at the sums the previous block stored (in the output, or for bf16 in an
-    f32 scratch, in chunks of rows).
+    f32 scratch, in chunks of rows). Where all of K is one block and every
+    panel fits the panel's budget together, b is copied once and the row tiles
+    are the outer loop instead (`_Form.by_rows`).
     """
     dtype = p.out.dtype
     if dtype not in ELEMENT_BYTES and dtype != "bf16":
