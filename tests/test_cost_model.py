@@ -374,7 +374,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
-    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams"
+    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
     # N=16: blocks of 32 and 128 are one block; five tiles, two orders, one lane or more.
     assert f"-- 20 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
@@ -483,7 +483,7 @@ def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
     again = tmp_path / "sum.json"
     code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
     assert code == 0, err
-    assert "-- fit (sum, load term, rules lines,overhead,sets,streams)" in out
+    assert "-- fit (sum, load term, rules lines,overhead,sets,streams,scalar)" in out
     assert json.loads(again.read_text())["form"] == "sum"
     code, _, err = run_presk("refit", str(profile))
     assert code == 2 and err.count("\n") == 1

@@ -163,6 +163,28 @@ def test_points_a_nest_cannot_take_are_refused_at_these_shapes(tmp_path: Path) -
         assert harness.lower_point(nest, point, THREADS).refused, what
 
 
+def test_a_point_of_one_lane_is_scalar_code(tmp_path: Path) -> None:
+    """lanes 1 keeps gcc's own vectorizer off for the point's kernel (a tiled point's
+    lanes are one unless stated); the default and a point of sixteen lanes keep it on,
+    and both forms compute point zero's bits."""
+    from presk.cgen.c_printer import SCALAR_ATTRIBUTE, kernel_c
+
+    values = {n.site: n for n in _nests("attention", "f32", tmp_path)}["attend/%6"]
+    points = {
+        "one lane": (Layout("tiled", (4, 4), 0, "IJ", 1, False), False),
+        "lanes unstated": (Layout("tiled", (4, 4), 0, "IJ", None, False), False),
+        "four lanes": (Layout("tiled", (4, 4), 0, "IJ", 4, False), True),
+        "the default": (Layout(), True),
+    }
+    for what, (point, vectorize) in points.items():
+        (kernel,) = harness.lower_point(values, point, THREADS).kernels
+        assert kernel.vectorize is vectorize, what
+        assert (SCALAR_ATTRIBUTE in kernel_c(kernel, "k")) is not vectorize, what
+    bench = harness.prepare(values, [p for p, _ in points.values()], 1)
+    zero = bench.run(len(points) - 1, 1)
+    assert all(harness.same_bytes(bench.run(i, 1), zero) for i in range(len(points)))
+
+
 # ---------------------------------------------------------------- the plan file
 
 

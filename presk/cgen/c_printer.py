@@ -395,6 +395,15 @@ class _Printer:
         return ", ".join(parts)
 
 
+# A kernel of a point of one lane: gcc neither vectorizes its loops nor packs its scalar
+# statements into vectors (-fno-tree-vectorize for this function alone).
+SCALAR_ATTRIBUTE = (
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    '__attribute__((optimize("no-tree-vectorize")))\n'
+    "#endif"
+)
+
+
 def kernel_comment(kernel: ir.Kernel) -> str:
     """The kernel's PSK-Kernel text as the inside of a C block comment."""
     return "\n".join(" * " + line for line in safe_comment(kernel_text(kernel)).splitlines())
@@ -407,10 +416,10 @@ def kernel_c(kernel: ir.Kernel, c_name: str) -> str:
     # A kernel may read an operand for its shape only (zeros_like): no -Wextra warning.
     voids = [f"    (void){name};" for name in p.names.values()]
     decls, body = p.scalars(), p.stmts(kernel.body, 1)
-    lines = [
-        "/*",
-        comment,
-        " */",
+    lines = ["/*", comment, " */"]
+    if not kernel.vectorize:  # gcc's own vectorizer off; clang has no such attribute
+        lines += [SCALAR_ATTRIBUTE]
+    lines += [
         f"static inline void {c_name}({p.params()}) {{",
         *voids,
         *decls,

@@ -205,7 +205,7 @@ class Recorder:
             raise PlanError(f"{self.site}: {error}", "E7002") from None
 
     def _named(self, k: kir.Kernel) -> str:
-        key = (kernel_text(k), k.split_depth, k.workers, k.lanes)
+        key = (kernel_text(k), k.split_depth, k.workers, k.lanes, k.vectorize)
         if key not in self.kernels:
             self.kernels[key] = (f"presk_k{len(self.kernels)}", k)
         c_name = self.kernels[key][0]

@@ -350,6 +350,10 @@ class Kernel:
     workers: int = 0  # a plan's worker count for the split (0: the caller's team)
     # False: the printer keeps every loop scalar (a plan's `lanes: 1` on an elementwise nest).
     lanes: bool = True
+    # False: the C compiler's own vectorizer stays off too (a plan's point of one lane), so
+    # that a point runs the lanes it states: gcc rewrote a scalar tile of four output
+    # columns into sixteen-lane vectors and shuffles, 4× slower than the four-lane point.
+    vectorize: bool = True
 
 
 def loop_bounds(body: tuple[Stmt, ...]) -> dict[str, int]:

@@ -70,7 +70,7 @@ from presk.tune.outline import (
     of_kernel,
 )
 
-RULES = "lines,overhead,sets,streams"
+RULES = "lines,overhead,sets,streams,scalar"
 # A chain of adds waits on itself only when it is long: the processor's reorder window
 # (some 200 operations) runs the chains of a few short loops side by side, as it does
 # those of a product over k = 4 (attention's scores, one head).

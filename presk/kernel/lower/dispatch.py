@@ -84,7 +84,11 @@ def lower(
     if launch.epilogue is not None and not names.finished:
         raise LoweringError(f"`{root.name}` has no form that finishes with the bias epilogue")
     lanes = point.lanes != 1 or point.form == "tiled"
-    return ir.Kernel(launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes)
+    # A point of one lane is scalar code (a tiled point's lanes are one unless stated).
+    one = point.lanes == 1 or (point.form == "tiled" and point.lanes is None)
+    return ir.Kernel(
+        launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes, vectorize=not one
+    )
 
 
 def lower_pack(launch: Launch, dtype: str) -> ir.Kernel:
