@@ -164,9 +164,10 @@ def test_points_a_nest_cannot_take_are_refused_at_these_shapes(tmp_path: Path) -
 
 
 def test_a_point_of_one_lane_is_scalar_code(tmp_path: Path) -> None:
-    """lanes 1 keeps gcc's own vectorizer off for the point's kernel (a tiled point's
-    lanes are one unless stated); the default and a point of sixteen lanes keep it on,
-    and both forms compute point zero's bits."""
+    """lanes 1 keeps gcc's own vectorizer off for the point's kernel, and so does a tiled
+    point whose lanes the nest's four columns cannot fill (its tile is scalar); the
+    default and a point of four lanes keep it on, and every one of them computes point
+    zero's bits."""
     from presk.cgen.c_printer import SCALAR_ATTRIBUTE, kernel_c
 
     values = {n.site: n for n in _nests("attention", "f32", tmp_path)}["attend/%6"]
@@ -174,6 +175,7 @@ def test_a_point_of_one_lane_is_scalar_code(tmp_path: Path) -> None:
         "one lane": (Layout("tiled", (4, 4), 0, "IJ", 1, False), False),
         "lanes unstated": (Layout("tiled", (4, 4), 0, "IJ", None, False), False),
         "four lanes": (Layout("tiled", (4, 4), 0, "IJ", 4, False), True),
+        "eight lanes over four columns": (Layout("tiled", (4, 8), 0, "IJ", 8, False), False),
         "the default": (Layout(), True),
     }
     for what, (point, vectorize) in points.items():

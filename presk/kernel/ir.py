@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
+from typing import assert_never
 
 from presk.dtypes import Dtype
 
@@ -354,6 +355,25 @@ class Kernel:
     # that a point runs the lanes it states: gcc rewrote a scalar tile of four output
     # columns into sixteen-lane vectors and shuffles, 4× slower than the four-lane point.
     vectorize: bool = True
+
+
+def has_vectors(body: tuple[Stmt, ...]) -> bool:
+    """Whether a statement of `body` names a vector (a `VLet` or a `VStore`)."""
+    for s in body:
+        match s:
+            case VLet() | VStore():
+                return True
+            case For(_, _, inner) | Scratch(_, inner):
+                if has_vectors(inner):
+                    return True
+            case If(_, then, other):
+                if has_vectors(then) or has_vectors(other):
+                    return True
+            case Let() | Store() | Random():
+                pass
+            case _:
+                assert_never(s)
+    return False
 
 
 def loop_bounds(body: tuple[Stmt, ...]) -> dict[str, int]:

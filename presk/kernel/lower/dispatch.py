@@ -84,8 +84,9 @@ def lower(
     if launch.epilogue is not None and not names.finished:
         raise LoweringError(f"`{root.name}` has no form that finishes with the bias epilogue")
     lanes = point.lanes != 1 or point.form == "tiled"
-    # A point of one lane is scalar code (a tiled point's lanes are one unless stated).
-    one = point.lanes == 1 or (point.form == "tiled" and point.lanes is None)
+    # A point of one lane is scalar code, and so is a tiled point whose lanes its columns
+    # cannot fill (eight lanes over four output columns): its tile is written in scalars.
+    one = not ir.has_vectors(body) if point.form == "tiled" else point.lanes == 1
     return ir.Kernel(
         launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes, vectorize=not one
     )
