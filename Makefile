@@ -66,12 +66,13 @@ layout-check: $(STAMP)
 bench-plans: $(STAMP)
 	$(PY) benchmarks/plans.py
 
-# The layout cost model calibrated on a GEMM at two sizes and two thin products (each call
-# keeps the samples of the calls before).
+# The layout cost model calibrated on a GEMM at three sizes (at 1024 its operands outgrow
+# an L2 of 2 MiB) and two thin products (each call keeps the samples of the calls before).
 calibrate: $(STAMP)
 	@mkdir -p out
 	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=256 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=512 --realize f32 --calibrate out/layout.json --space calib --repeat 5
+	$(PRESK) bench experiments/gemm.psk --entry gemm --dim N=1024 --realize f32 --calibrate out/layout.json --space calib --repeat 3
 	$(PRESK) bench experiments/thin.psk --entry thin_k --dim M=2048 --dim N=1024 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 	$(PRESK) bench experiments/thin.psk --entry thin_n --dim M=2048 --dim N=1024 --realize f32 --calibrate out/layout.json --space calib --repeat 5
 

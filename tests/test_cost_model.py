@@ -204,6 +204,22 @@ def test_a_walk_across_the_lines_of_a_large_buffer_is_strided() -> None:
     assert features((_fill(False),), "f32", roomy, 1).strided == 0
 
 
+def test_strided_bytes_are_the_share_of_the_lines_walked_across() -> None:
+    """out[i, 16j : +16] = src[j, 16i : +16], i inside j: out walked down its columns,
+    src along its rows, 8 KiB each past an L2 of 4 KiB. Half of the lines are walked
+    across, so half of the bytes past L2 are strided."""
+    out = ir.Buffer(0, "f32", ((None, 32), (None, 64)))
+    src = ir.Buffer(1, "f32", ((None, 4), (None, 512)))
+    i, j = ir.IVar("i"), ir.IVar("j")
+    sixteen = ir.IConst(16)
+    load = ir.VLoad(src, (j, ir.IBin(ir.IntOp.MUL, i, sixteen)), 16)
+    store = ir.VStore(out, (i, ir.IBin(ir.IntOp.MUL, j, sixteen)), load)
+    nest = ir.For("j", 4, (ir.For("i", 32, (store,)),))
+    k = ir.Kernel("copy", "f32", (src,), (out,), (nest,))
+    got = features((k,), "f32", Machine(0, 1024, 4096, 1 << 22, 1, 1, 32, 64), 1)
+    assert got.l3 == 2 * 128 * 64 and got.strided == got.l3 / 2
+
+
 def test_a_tile_whose_rows_cover_the_step_walks_along() -> None:
     """A tile of two vectors a row steps 128 bytes along its rows: its constant offsets
     cover the step, so the walk is along the lines (the scores' row order); one vector

@@ -28,10 +28,10 @@ A point's kernels (a pack's first) add up.
   A footprint fits the L1d only if its sets hold it too (the rule `sets`): a
   pattern's lines count as many times over as the sets it falls into are
   fewer than all of them (rows 4 KiB apart all fall into one).
-  Of the bytes past L2, those of patterns into buffers larger than the L2
-  whose innermost moving loop steps past a line and past the run of their
-  constant offsets are strided (the rule `streams`): the prefetchers fetch
-  ahead of a walk along lines, not across them.
+  Of the bytes past L2, the share of the lines of buffers larger than the L2
+  that patterns walk across (their innermost moving loop steps past a line
+  and past the run of their constant offsets) is strided (the rule
+  `streams`): the prefetchers fetch ahead of a walk along lines, not across.
   A kernel whose whole footprint fits in C brings nothing: its data is
   still there from the call before, as it is when a kernel is timed, and
   mostly when the nest before it wrote its operands. So T(C) is what misses
@@ -294,26 +294,29 @@ class _Walk:
             out += min(n, self.buffers[i].lines) * weighted / n if n else 0.0
         return max(lines, out * LINE_BYTES)
 
-    def strided(self, node: _Node, far: int) -> float:
-        """The bytes of `node`'s patterns into buffers larger than `far` that their
-        innermost loop walks across lines (the rule `streams`): a step past the run its
-        constant offsets cover, and past a line. The processor's prefetchers follow an
-        address that moves a line at a time within a page, ahead of the loads and of a
-        store's read for ownership; a walk down the columns of a row-major output, a
-        kilobyte a step, gets no such help and waits on each line. Each such pattern's
-        lines count once (its box over the whole kernel), its buffer's lines at most."""
-        per_buffer: dict[int, float] = {}
+    def strided_share(self, node: _Node, far: int) -> float:
+        """Of the lines of `node`'s patterns into buffers larger than `far` (each pattern's
+        box over the whole kernel, its buffer's lines at most), the share of those that
+        their innermost loop walks across lines (the rule `streams`): a step past the run
+        their constant offsets cover, and past a line. The processor's prefetchers follow
+        an address that moves a line at a time within a page, ahead of the loads and of a
+        store's read for ownership; a walk down the columns of a row-major operand, a
+        kilobyte a step, gets no such help and waits on each line."""
+        every: dict[int, float] = {}
+        across: dict[int, float] = {}
         for (index, coefs), (consts, width) in node.groups.items():
-            step = self.step.get((index, coefs), 0.0)
             if self.buffers[index].lines * LINE_BYTES <= far:
-                continue
-            if step <= max(_run(consts, width), LINE_BYTES):
                 continue
             dims = [(abs(c), node.bounds[v]) for v, c in coefs if v in node.bounds]
             if len(consts) > 1:
                 dims += _offsets(tuple(sorted(consts)))
-            per_buffer[index] = per_buffer.get(index, 0.0) + _box(dims, width)
-        return LINE_BYTES * sum(min(n, self.buffers[i].lines) for i, n in per_buffer.items())
+            n = _box(dims, width)
+            every[index] = every.get(index, 0.0) + n
+            if self.step.get((index, coefs), 0.0) > max(_run(consts, width), LINE_BYTES):
+                across[index] = across.get(index, 0.0) + n
+        total = sum(min(n, self.buffers[i].lines) for i, n in every.items())
+        part = sum(min(n, self.buffers[i].lines) for i, n in across.items())
+        return part / total if total else 0.0
 
     def lines(self, node: _Node, bounds: dict[str, int] | None = None) -> float:
         """The lines `node`'s accesses touch while it runs once (with `bounds` in place
@@ -457,7 +460,7 @@ def kernel_terms(
     fits = (walk.l1_load(top, total), total, total)
     misses = [0.0 if f <= cap else t for cap, t, f in zip(caps, inner, fits, strict=True)]
     t1, t2, t3 = misses[0], min(misses[1], misses[0]), min(misses[2], misses[1], misses[0])
-    strided = min(walk.strided(top, machine.l2), t2)
+    strided = t2 * walk.strided_share(top, machine.l2)
     return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps, strided
 
 
