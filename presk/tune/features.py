@@ -460,7 +460,7 @@ def kernel_terms(
     fits = (walk.l1_load(top, total), total, total)
     misses = [0.0 if f <= cap else t for cap, t, f in zip(caps, inner, fits, strict=True)]
     t1, t2, t3 = misses[0], min(misses[1], misses[0]), min(misses[2], misses[1], misses[0])
-    strided = t2 * walk.strided_share(top, machine.l2)
+    strided = t2 * walk.strided_share(top, machine.l2) if t2 else 0.0
     return walk.work, walk.loads, t1 - t2, t2 - t3, t3, walk.ops, walk.steps, strided
 
 
