@@ -307,10 +307,7 @@ class _Walk:
         for (index, coefs), (consts, width) in node.groups.items():
             if self.buffers[index].lines * LINE_BYTES <= far:
                 continue
-            dims = [(abs(c), node.bounds[v]) for v, c in coefs if v in node.bounds]
-            if len(consts) > 1:
-                dims += _offsets(tuple(sorted(consts)))
-            n = _box(dims, width)
+            n = _box(_dims(coefs, consts, node.bounds), width)
             every[index] = every.get(index, 0.0) + n
             if self.step.get((index, coefs), 0.0) > max(_run(consts, width), LINE_BYTES):
                 across[index] = across.get(index, 0.0) + n
@@ -336,10 +333,17 @@ def _patterns(
     counts) and its constant offsets, and its width in bytes."""
     within = node.bounds if bounds is None else node.bounds | bounds
     for (index, coefs), (consts, width) in node.groups.items():
-        dims = [(abs(c), within[v]) for v, c in coefs if v in within]
-        if len(consts) > 1:
-            dims += _offsets(tuple(sorted(consts)))
-        yield index, dims, width
+        yield index, _dims(coefs, consts, within), width
+
+
+def _dims(
+    coefs: tuple[tuple[str, float], ...], consts: set[float], within: dict[str, int]
+) -> list[tuple[float, int]]:
+    """A pattern's box dimensions: its strides along the loops `within`, then its offsets."""
+    dims = [(abs(c), within[v]) for v, c in coefs if v in within]
+    if len(consts) > 1:
+        dims += _offsets(tuple(sorted(consts)))
+    return dims
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -349,12 +349,13 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
     x = {c: np.array([float(getattr(s.features, c)) for s in samples]) for c in columns}
     measured = np.array([s.measured_us for s in samples])
     ng = len(groups)
+    at_strided = 6 + 2 * ng  # β_s's place in the parameters: after π and ρ, before q
 
     def model(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         lam, spawn = np.exp(p[0]), np.exp(p[1])
         b2, b3, bm, sigma = np.exp(p[2]), np.exp(p[3]), np.exp(p[4]), np.exp(p[5])
-        pi, rho = np.exp(p[6 : 6 + ng]), np.exp(p[6 + ng : 6 + 2 * ng])
-        strided = np.exp(p[6 + 2 * ng])
+        pi, rho = np.exp(p[6 : 6 + ng]), np.exp(p[6 + ng : at_strided])
+        strided = np.exp(p[at_strided])
         terms = np.stack(
             [
                 x["work"] / pi[g],
@@ -409,7 +410,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         warm.append(log_rate(prior.sigma, p0[5]))
         warm += [log_rate(prior.pi.get(gr, 0.0), p0[6 + i]) for i, gr in enumerate(groups)]
         warm += [log_rate(prior.rho.get(gr, 0.0), p0[6 + ng + i]) for i, gr in enumerate(groups)]
-        warm.append(log_rate(prior.beta_strided, p0[6 + 2 * ng]))
+        warm.append(log_rate(prior.beta_strided, p0[at_strided]))
         starts.append(
             [min(max(v, a), b) for v, a, b in zip(warm, lo, hi, strict=True)] + [prior.q] * pnorm
         )
@@ -441,7 +442,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         # Without a sample that waits on its accumulators σ is unconstrained: no term.
         float(np.exp(p[5]) * per_s) if x["steps"].any() else 0.0,
         # Likewise without a sample that walks a large buffer across lines.
-        float(np.exp(p[6 + 2 * ng]) * per_s) if x["strided"].any() else 0.0,
+        float(np.exp(p[at_strided]) * per_s) if x["strided"].any() else 0.0,
     )
     predicted = [float(v) for v in model(p)]
     u, rho = _quality(predicted, [s.measured_us for s in samples])

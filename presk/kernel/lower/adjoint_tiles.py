@@ -272,18 +272,15 @@ def packed_product(p: Product, names: Names, scratch: int) -> tuple[Stmt, ...] |
     whole = (
         chunk is None and p.k <= kc and panels > 1 and panels * p.k * width * size <= PANEL_BYTES
     )
-    panel_axes = ((None, p.k), (None, width))
+    panel = ((None, panels), (None, p.k), (None, width)) if whole else ((None, kc), (None, width))
     form = _Form(
         p,
         names,
         lanes,
         vectors,
         names.loop(),
-        Buffer(
-            scratch, arith, ((None, panels), *panel_axes) if whole else ((None, kc), panel_axes[1])
-        ),
+        Buffer(scratch, arith, panel),
         Buffer(scratch + 1, arith, ((None, mc), (None, width))) if carried else None,
-        whole,
     )
     main: tuple[Stmt, ...]
     if whole:
@@ -347,11 +344,11 @@ class _Form:
     jb: str
     panel: Buffer
     sums: Buffer | None
-    whole: bool = False  # the panel holds every panel of b, indexed by the panel first
 
     def at_panel(self, k: Index, c: Index) -> tuple[Index, ...]:
-        """The panel's element at step `k`, column `c` of the current panel."""
-        return (IVar(self.jb), k, c) if self.whole else (k, c)
+        """The panel's element at step `k`, column `c` of the current panel (a scratch of
+        three axes holds every panel of b, indexed by the panel first: `by_rows`)."""
+        return (IVar(self.jb), k, c) if len(self.panel.axes) == 3 else (k, c)
 
     def column(self, c: int) -> Index:
         """The output column of vector `c` of the current panel."""

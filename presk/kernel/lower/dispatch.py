@@ -86,9 +86,9 @@ def lower(
     lanes = point.lanes != 1 or point.form == "tiled"
     # A point of one lane is scalar code, and so is a tiled point whose lanes its columns
     # cannot fill (eight lanes over four output columns): its tile is written in scalars.
-    one = not ir.has_vectors(body) if point.form == "tiled" else point.lanes == 1
+    scalar = not ir.has_vectors(body) if point.form == "tiled" else point.lanes == 1
     return ir.Kernel(
-        launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes, vectorize=not one
+        launch.name, dtype, tuple(launch.inputs), outputs, body, lanes=lanes, vectorize=not scalar
     )
 
 
