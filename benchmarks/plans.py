@@ -46,6 +46,7 @@ N = int(os.environ.get("PRESK_BENCH_N", "1024"))
 ROUNDS = 5
 CONFIRM = 3  # the sweep's fastest points timed again beside the model's pick
 CONFIRM_S = 0.02  # seconds of calls a time of the confirmation is the median of, at least
+CONFIRM_ROUNDS = 9  # rounds of the confirmation, each point's time once in each
 
 
 def best_time(call: Callable[[], object], repeat: int) -> float:
@@ -155,12 +156,16 @@ def gemm_space() -> None:
 def confirmed(
     nest: Captured, pick: Layout, ranked: list[Layout], threads: int
 ) -> tuple[float, Layout]:
-    """The pick's time over the best of the sweep's fastest points other than itself (and
-    itself), all timed again in alternation over ROUNDS rounds, best of each, and the
-    point that was best: one sweep times each point in a single minute of a machine whose
-    speed moves by 10–30 % from one minute to the next, and its own fastest point is
-    partly the luckiest. Each time is the median of enough calls to fill CONFIRM_S (a
-    call of attention's scores takes a quarter of a millisecond)."""
+    """The pick's time over the best of the sweep's fastest points other than itself, and
+    the point that was best (the pick where none beat it).
+
+    One sweep times each point in a single minute of a machine whose speed moves by
+    10–30 % from one minute to the next, and its own fastest point is partly the
+    luckiest. So the pick and the others are timed again in alternation over
+    CONFIRM_ROUNDS rounds, and each other point is compared with the pick round by
+    round: the median over the rounds of the pick's time over its time, in which a slow
+    minute slows both sides of a ratio. Each time is the median of enough calls to fill
+    CONFIRM_S (a call of attention's scores takes a quarter of a millisecond)."""
     from presk.tune import harness
 
     # A point that lowers to the pick's very kernels (the default and the default's own
@@ -173,13 +178,18 @@ def confirmed(
         max(3, math.ceil(CONFIRM_S / min(bench.time(i, threads, 2))))
         for i in range(len(candidates))
     ]
-    best = [float("inf")] * len(candidates)
-    for _ in range(ROUNDS):
+    rounds = []
+    for _ in range(CONFIRM_ROUNDS):
+        times = []
         for i in range(len(candidates)):
             time.sleep(SETTLE_S)
-            best[i] = min(best[i], statistics.median(bench.time(i, threads, calls[i])))
-    fastest = min(range(len(candidates)), key=lambda i: best[i])
-    return best[0] / best[fastest], candidates[fastest]
+            times.append(statistics.median(bench.time(i, threads, calls[i])))
+        rounds.append(times)
+    ratios = [1.0] + [
+        statistics.median(t[0] / t[i] for t in rounds) for i in range(1, len(candidates))
+    ]
+    fastest = max(range(len(candidates)), key=lambda i: ratios[i])
+    return ratios[fastest], candidates[fastest]
 
 
 def _beaten(ratio: float, fastest: Layout) -> str:
