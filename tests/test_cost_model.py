@@ -280,16 +280,17 @@ def _synthetic(form: str, q: float) -> tuple[list[Sample], dict[str, float]]:
     groups = ("f32+lanes1+w1", "f32+lanes16+w1", "f32+lanes1+w2")
     pi = dict(zip(groups, (2e9, 8e9, 3e9), strict=True))
     rho = dict(zip(groups, (4e9, 1e9, 5e9), strict=True))
+    alpha = dict(zip(groups, (6e9, 2e10, 9e9), strict=True))
     beta, sigma, strided = (5e10, 2e10, 1e10), 1.5e9, 4e9
     samples = []
     for n in range(90):
         g = groups[n % 3]
-        w, r, b2, b3, bm, st, sd = (10 ** rng.uniform(4, 7) for _ in range(7))
+        w, r, b2, b3, bm, st, sd, ar = (10 ** rng.uniform(4, 7) for _ in range(8))
         terms = [1e6 * w / pi[g], 1e6 * r / rho[g], 1e6 * b2 / beta[0], 1e6 * b3 / beta[1]]
-        terms += [1e6 * bm / beta[2], 1e6 * st / sigma, 1e6 * sd / strided]
+        terms += [1e6 * bm / beta[2], 1e6 * st / sigma, 1e6 * sd / strided, 1e6 * ar / alpha[g]]
         t = 2.0 + combine(terms, form, q)
-        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, 0, 0, st, sd), t))
-    truth = {f"pi {g}": v for g, v in pi.items()}
+        samples.append(Sample(str(n), g, Features(w, r, b2, b3, bm, g, 1, 0, ar, 0, st, sd), t))
+    truth = {f"pi {g}": v for g, v in pi.items()} | {f"alpha {g}": v for g, v in alpha.items()}
     return samples, {
         **truth,
         "beta_l3": beta[1],
@@ -305,6 +306,7 @@ def test_the_fit_gives_back_known_constants(form: str, q: float) -> None:
     done = fit_layout(samples, form)
     fit = done.fit
     got = {f"pi {g}": v for g, v in fit.pi.items()}
+    got |= {f"alpha {g}": v for g, v in fit.alpha.items()}
     got |= {"beta_l3": fit.beta[1], "sigma": fit.sigma, "lam": fit.lam_us}
     got["beta_strided"] = fit.beta_strided
     for name, value in truth.items():
@@ -340,7 +342,11 @@ def test_a_fit_also_starts_from_the_fit_before(monkeypatch: pytest.MonkeyPatch) 
     assert warm[6 : 6 + len(groups)] == pytest.approx(
         [math.log(before.pi[g] / 1e6) for g in groups]
     )
-    assert warm[6 + 2 * len(groups)] == pytest.approx(math.log(before.beta_strided / 1e6))
+    at_alpha = 7 + 2 * len(groups)  # after π, ρ and β_s
+    assert warm[at_alpha - 1] == pytest.approx(math.log(before.beta_strided / 1e6))
+    assert warm[at_alpha : at_alpha + len(groups)] == pytest.approx(
+        [math.log(before.alpha[g] / 1e6) for g in groups]
+    )
     assert warm[-1] == pytest.approx(before.q)
     assert again.u < 1e-6
 
@@ -392,12 +398,13 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
     assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
-    # N=16: blocks of 32 and 128 are one block; five tiles, two orders, one lane or more.
-    assert f"-- 20 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
+    # N=16: blocks of 32 and 128 are one block; two orders of five tiles, one lane or
+    # more, and of three wide ones in vectors; and the default.
+    assert f"-- 27 layouts timed (0 ill-formed at these shapes), 0 samples kept from {path}" in out
     code, out, err = run_presk(*argv)
     assert code == 0, err
-    assert f"20 samples kept from {path}" in out
-    assert "(median relative residual over 40 samples)" in out
+    assert f"27 samples kept from {path}" in out
+    assert "(median relative residual over 54 samples)" in out
     assert out.endswith(f"-- profile written to {path}\n")
     return path
 
@@ -414,16 +421,51 @@ def test_a_calibration_keeps_no_samples_costed_under_other_rules(
     code, out, err = run_presk(*argv, "--repeat", "1", "--threads", "1")
     assert code == 0, err
     assert f"0 samples kept from {older} (costed under the rules lines,overhead,sets" in out
-    assert len(profile_of(json.loads(older.read_text()), "").samples) == 20
+    assert len(profile_of(json.loads(older.read_text()), "").samples) == 27
 
 
 def test_the_profile_holds_the_fit(profile: Path) -> None:
     doc = json.loads(profile.read_text())
     read = profile_of(doc, str(profile))
-    assert read.kind == "layout" and read.form == "pnorm" and len(read.samples) == 40
+    assert read.kind == "layout" and read.form == "pnorm" and len(read.samples) == 54
     assert 1.0 <= read.fit.q <= 8.0
     for s in read.samples[:5]:
         assert predict(s.features, read) > 0
+
+
+def test_the_arithmetic_term_is_priced_only_where_the_fit_has_it(profile: Path) -> None:
+    doc = json.loads(profile.read_text())
+    read = profile_of(doc, str(profile))
+    assert set(read.fit.alpha) == set(read.fit.pi)  # a rate per group, as π
+    terms = read.samples[0].features
+    # A profile fitted before the term (no "alpha") prices the same terms without it.
+    del doc["fit"]["alpha"]
+    older = profile_of(doc, str(profile))
+    assert older.fit.alpha == {}
+    busier = replace(terms, ops=terms.ops + 1e9)
+    assert predict(busier, older) == predict(terms, older)
+    assert predict(busier, read) > predict(terms, read)
+
+
+def test_the_calibration_space_holds_the_wide_tiles_and_the_default() -> None:
+    from presk.commands.calibrate import TILES, calibration_points
+    from presk.entries import bind_dims, find_entry
+    from presk.host.realization import Realization
+    from presk.kernel.layout import WIDE_TILES, Split
+    from presk.pipeline import Request, front_end
+    from presk.tune.capture import capture
+
+    checked, _ = front_end("experiments/gemm.psk", {})
+    entry = find_entry(checked, "gemm")
+    request = Request(checked, entry, bind_dims(entry, {"N": "256"}), Realization("f32"))
+    (nest,) = capture(request).nests
+    points = calibration_points(nest, 4)
+    wide = [p for p in points if p.tile in WIDE_TILES]
+    assert wide and {p.lanes for p in wide} == {16}  # one lane of a wide tile spills
+    assert {p.lanes for p in points if p.tile in TILES} == {1, 4, 8, 16}
+    defaults = [p for p in points if p.form is None]
+    assert [p.split for p in defaults] == [NO_SPLIT, Split(0, 2), Split(0, 4)]
+    assert len(points) == 3 * (len(TILES) * 10 * 2 + len(WIDE_TILES) * 10 + 1)
 
 
 def test_plan_prices_every_point_of_attention(profile: Path, tmp_path: Path) -> None:

@@ -2,12 +2,12 @@
 
 With `--space calib`, the entry's first contraction nest is timed under the
 calibration layouts (tutorial step 17): five register tiles, [1, 4] to
-[4, 16]; the orders IJ and JI, every order of IJK with a block of 128 and
-two with a block of 32; one lane or the register's width; one worker, half
-the machine or all of it — 300 points on a machine of more than one core,
-compiled as one unit and each timed `--repeat` times. The layout model
-(tune/model.py) is fitted to them and to the samples a profile of the same
-machine already holds.
+[4, 16], in one lane or the register's width, and the wide tiles in the
+register's width; the orders IJ and JI, every order of IJK with a block of
+128 and two with a block of 32; the default; one worker, half the machine or
+all of it — 393 points on a machine of more than two cores, compiled as one
+unit and each timed `--repeat` times. The layout model (tune/model.py) is
+fitted to them and to the samples a profile of the same machine already holds.
 
 Without it, every nest the entry launches is timed at its default point and
 the roofline λ + max(W/π, Q/β) is fitted.
@@ -23,7 +23,15 @@ from dataclasses import replace
 from presk.commands.common import Chosen
 from presk.data.format import DataError
 from presk.diagnostics import CommandError, UsageError
-from presk.kernel.layout import NO_SPLIT, Layout, NestKind, Split, lane_choices, point_zero
+from presk.kernel.layout import (
+    NO_SPLIT,
+    WIDE_TILES,
+    Layout,
+    NestKind,
+    Split,
+    lane_choices,
+    point_zero,
+)
 from presk.kernel.text import kernel_text
 from presk.pipeline import Request
 from presk.tune.capture import Captured, capture
@@ -67,7 +75,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--space",
         default=None,
         choices=("calib",),
-        help="with --calibrate: a GEMM's nest under the 300 calibration layouts, "
+        help="with --calibrate: a GEMM's nest under the calibration layouts (hundreds), "
         "fitting the layout cost model",
     )
     parser.add_argument(
@@ -80,19 +88,22 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def calibration_points(nest: Captured, threads: int) -> list[Layout]:
     """The calibration layouts of a contraction nest (splits at depth 0 for now: the
-    depth is chosen per point once it is lowered, see `_split_depths`)."""
+    depth is chosen per point once it is lowered, see `_split_depths`): TILES in one
+    lane and in the register's width, the wide tiles in the register's width only (one
+    lane of them spills), and the default, on each worker count."""
     counts = sorted({1, max(1, threads // 2), threads})
+    splits = [NO_SPLIT if workers == 1 else Split(0, workers) for workers in counts]
     out: list[Layout] = []
-    for tile in TILES:
+    for tile in (*TILES, *WIDE_TILES):
         for kblock, order in ORDERS:
             if kblock and kblock >= nest.nest.k:
                 continue  # one block: the same kernel as no block
-            for lanes in lane_choices(nest.dtype, tile[1]):
+            lanes_of = lane_choices(nest.dtype, tile[1])
+            for lanes in lanes_of if tile in TILES else lanes_of[-1:]:
                 pack = None if nest.nest.contiguous else lanes > 1
-                for workers in counts:
-                    split = NO_SPLIT if workers == 1 else Split(0, workers)
+                for split in splits:
                     out.append(Layout("tiled", tile, kblock, order, lanes, pack, split))
-    return out
+    return out + [Layout(split=split) for split in splits]
 
 
 def _split_depths(nest: Captured, points: list[Layout], threads: int) -> list[Layout]:

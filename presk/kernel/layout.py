@@ -203,6 +203,7 @@ def space(nest: Nest, splits: tuple[Split, ...] = (), full: bool = True) -> list
 
 __all__ = [
     "NO_SPLIT",
+    "WIDE_TILES",
     "Layout",
     "Nest",
     "NestKind",

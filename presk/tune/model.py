@@ -9,7 +9,8 @@ measurements.
 The layout model (kind "layout", tutorial step 17): one worker's share of a
 point's kernels costs
 
-    λ·launches + spawn·splits + ‖W/π[g], R/ρ[g], S/σ, B_L2/β_L2, B_L3/β_L3, B_mem/β_mem, B_s/β_s‖
+    λ·launches + spawn·splits
+        + ‖W/π[g], R/ρ[g], A/α[g], S/σ, B_L2/β_L2, B_L3/β_L3, B_mem/β_mem, B_s/β_s‖
 
 where g is the point's group (type, lanes, workers) and the norm is the
 form's: "pnorm" (Σ tᵢ^q)^(1/q) with q fitted in [1, 8], "sum" (q = 1) or
@@ -18,7 +19,11 @@ accumulator's add, features.py) and σ is one rate for all groups, an add's
 latency being the same at any width; a profile fitted without it has σ = 0
 and no such term. B_s counts the bytes past L2 that a loop walks across lines
 rather than along them (the rule `streams`), which the prefetchers do not
-fetch ahead; β_s = 0 (a profile fitted without) drops the term. The roofline
+fetch ahead; β_s = 0 (a profile fitted without) drops the term. A counts the
+arithmetic operations (a vector's one), whose rate α[g] is the floor a compute-bound
+point reaches whatever its tile: W counts a tile's body once, so a 12 × 32 tile and a
+4 × 32 one differ by three in the arithmetic one iteration does; a profile fitted
+without α has no such term. The roofline
 (kind "roofline") is λ + max(W/π, Q/β) for each kernel an entry launches.
 Both are fitted by least squares on the logarithm of predicted over measured
 time, with every rate fitted through its logarithm
@@ -90,6 +95,7 @@ class Fit:
     rho: dict[str, float] = field(default_factory=dict)
     sigma: float = 0.0  # dependent steps per second (0: no such term)
     beta_strided: float = 0.0  # strided bytes past L2 per second (0: no such term)
+    alpha: dict[str, float] = field(default_factory=dict)  # arithmetic per second (none: no term)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -103,6 +109,7 @@ class Fit:
             "rho": dict(self.rho),
             "sigma": self.sigma,
             "beta_strided": self.beta_strided,
+            "alpha": dict(self.alpha),
         }
 
 
@@ -175,7 +182,10 @@ def profile_of(doc: object, where: str) -> Profile:
         _number(raw, "q", where),
         _rates(raw, "pi", where),
         _rates(raw, "rho", where),
-        *(_number(raw, k, where) if k in raw else 0.0 for k in ("sigma", "beta_strided")),
+        # Terms a profile written before them lacks: none.
+        sigma=_number(raw, "sigma", where) if "sigma" in raw else 0.0,
+        beta_strided=_number(raw, "beta_strided", where) if "beta_strided" in raw else 0.0,
+        alpha=_rates(raw, "alpha", where),
     )
     samples = doc.get("samples", [])
     if not isinstance(samples, list):
@@ -272,6 +282,7 @@ def predict(terms: Features, profile: Profile) -> float:
     parts = [
         terms.work / rate(fit.pi, terms.group),
         terms.loads / rate(fit.rho, terms.group),
+        terms.ops / rate(fit.alpha, terms.group) if fit.alpha else 0.0,
         terms.steps / fit.sigma if fit.sigma > 0 else 0.0,
         terms.l2 / fit.beta[0],
         terms.l3 / fit.beta[1],
@@ -341,25 +352,28 @@ def _quality(predicted: list[float], measured: list[float]) -> tuple[float, floa
 
 
 def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fitted:
-    """λ, spawn, β_L2, β_L3, β_mem, σ, q and π, ρ per group, fitted to `samples`; from
-    `prior` too (the fit of the calibration before), keeping whichever start ends best."""
+    """λ, spawn, β_L2, β_L3, β_mem, σ, β_s, q and π, ρ, α per group, fitted to `samples`;
+    from `prior` too (the fit of the calibration before), keeping whichever start ends
+    best."""
     groups = sorted({s.group for s in samples})
     g = np.array([groups.index(s.group) for s in samples])
-    columns = ("work", "loads", "l2", "l3", "mem", "steps", "strided", "launches", "spawns")
+    columns = ("work", "loads", "ops", "l2", "l3", "mem", "steps", "strided", "launches", "spawns")
     x = {c: np.array([float(getattr(s.features, c)) for s in samples]) for c in columns}
     measured = np.array([s.measured_us for s in samples])
     ng = len(groups)
-    at_strided = 6 + 2 * ng  # β_s's place in the parameters: after π and ρ, before q
+    at_strided = 6 + 2 * ng  # β_s's place in the parameters: after π and ρ
+    at_alpha = at_strided + 1  # then α per group, then q
 
     def model(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         lam, spawn = np.exp(p[0]), np.exp(p[1])
         b2, b3, bm, sigma = np.exp(p[2]), np.exp(p[3]), np.exp(p[4]), np.exp(p[5])
         pi, rho = np.exp(p[6 : 6 + ng]), np.exp(p[6 + ng : at_strided])
-        strided = np.exp(p[at_strided])
+        strided, alpha = np.exp(p[at_strided]), np.exp(p[at_alpha : at_alpha + ng])
         terms = np.stack(
             [
                 x["work"] / pi[g],
                 x["loads"] / rho[g],
+                x["ops"] / alpha[g],
                 x["steps"] / sigma,
                 x["l2"] / b2,
                 x["l3"] / b3,
@@ -390,6 +404,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
     p0 = [math.log(max(scale / 10, 1e-3)), math.log(max(scale / 100, 1e-4))]
     p0 += [start("l2"), start("l3"), start("mem"), start("steps")]
     p0 += [start("work")] * ng + [start("loads")] * ng + [start("strided")]
+    p0 += [start("ops")] * ng
     lo = [-LOG_BOUND] * len(p0)
     hi = [LOG_BOUND] * len(p0)
     hi[0] = hi[1] = math.log(LAUNCH_MAX_US)
@@ -411,6 +426,9 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         warm += [log_rate(prior.pi.get(gr, 0.0), p0[6 + i]) for i, gr in enumerate(groups)]
         warm += [log_rate(prior.rho.get(gr, 0.0), p0[6 + ng + i]) for i, gr in enumerate(groups)]
         warm.append(log_rate(prior.beta_strided, p0[at_strided]))
+        warm += [
+            log_rate(prior.alpha.get(gr, 0.0), p0[at_alpha + i]) for i, gr in enumerate(groups)
+        ]
         starts.append(
             [min(max(v, a), b) for v, a, b in zip(warm, lo, hi, strict=True)] + [prior.q] * pnorm
         )
@@ -443,6 +461,7 @@ def fit_layout(samples: list[Sample], form: str, prior: Fit | None = None) -> Fi
         float(np.exp(p[5]) * per_s) if x["steps"].any() else 0.0,
         # Likewise without a sample that walks a large buffer across lines.
         float(np.exp(p[at_strided]) * per_s) if x["strided"].any() else 0.0,
+        {gr: float(np.exp(p[at_alpha + i]) * per_s) for i, gr in enumerate(groups)},
     )
     predicted = [float(v) for v in model(p)]
     u, rho = _quality(predicted, [s.measured_us for s in samples])
@@ -521,6 +540,7 @@ def fit_lines(profile: Profile, form_name: str | None = None) -> list[str]:
     ]
     out += [f"--      π[{g}] = {v:.3e} ops/s" for g, v in sorted(f.pi.items())]
     out += [f"--      ρ[{g}] = {v:.3e} loads/s" for g, v in sorted(f.rho.items())]
+    out += [f"--      α[{g}] = {v:.3e} arithmetic/s" for g, v in sorted(f.alpha.items())]
     out.append(
         f"-- uncertainty u = {profile.u:.3f} (median relative residual over "
         f"{len(profile.samples)} samples), Spearman {profile.spearman:.3f}"
