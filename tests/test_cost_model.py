@@ -85,6 +85,30 @@ def test_an_accumulator_waits_for_its_last_add() -> None:
     assert features((k,), "f32", SMALL, 1).steps == 0
 
 
+def test_a_row_divided_in_place_waits_on_nothing() -> None:
+    # out[i, j] = out[i, j] / s reads what it writes, but each j another element: the
+    # loop over j never comes back to one (a softmax's last pass), where the in-place
+    # add above does for every j.
+    i, j = ir.IVar("i"), ir.IVar("j")
+    square = ir.Buffer(1, "f32", ((None, 16), (None, 16)))
+    divide = ir.Store(square, (i, j), ir.Bin(ir.BinOp.DIV, ir.Load(square, (i, j)), ir.Var("s")))
+    body = (ir.Let("s", ir.Const(Fraction(3))), ir.For("j", 16, (divide,)))
+    k = ir.Kernel("div", "f32", (), (square,), (ir.For("i", 16, body),))
+    assert features((k,), "f32", SMALL, 1).steps == 0
+
+
+def test_an_accumulator_under_an_if_waits_for_its_last_add() -> None:
+    # if (a[i, j] > 0) { s = s + a[i, j] }: the sum under the test still chains along j
+    # (a softmax's two-pass row, its exponentials added as they are stored).
+    i, j = ir.IVar("i"), ir.IVar("j")
+    add = ir.Let("s", ir.Bin(ir.BinOp.ADD, ir.Var("s"), ir.Load(A, (i, j))))
+    test = ir.Cmp(ir.CmpOp.GT, ir.Load(A, (i, j)), ir.Const(Fraction(0)))
+    inner = ir.For("j", 16, (ir.If(test, (add,), ()),))
+    body = (ir.Let("s", ir.Const(Fraction(0))), inner, ir.Store(OUT, (i,), ir.Var("s")))
+    k = ir.Kernel("sum", "f32", (A,), (OUT,), (ir.For("i", 16, body),))
+    assert features((k,), "f32", SMALL, 1).steps == 256
+
+
 def test_one_workers_share_of_a_split() -> None:
     got = features((_row_sums(split=True),), "f32", SMALL, 2)
     # Loop i at depth 0 over two workers: 8 of its 16 iterations each.
@@ -396,7 +420,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
-    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar"
+    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar,chains"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
     # N=16: blocks of 32 and 128 are one block; two orders of five tiles, one lane or
     # more, and of three wide ones in vectors; and the default.
@@ -541,7 +565,7 @@ def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
     again = tmp_path / "sum.json"
     code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
     assert code == 0, err
-    assert "-- fit (sum, load term, rules lines,overhead,sets,streams,scalar)" in out
+    assert "-- fit (sum, load term, rules lines,overhead,sets,streams,scalar,chains)" in out
     assert json.loads(again.read_text())["form"] == "sum"
     code, _, err = run_presk("refit", str(profile))
     assert code == 2 and err.count("\n") == 1

@@ -12,8 +12,9 @@ A point's kernels (a pack's first) add up.
   counts one, a vector as one (the branch of an `if` with more of them is
   counted).
 - Dependent steps S: each run of a leaf that reads what it writes (an
-  accumulator, `v = v + a·b`, or an output element added to in place), in a
-  loop of at least `CHAIN_TRIPS` iterations, waits for the run before, an
+  accumulator, `v = v + a·b`, or an output element added to in place that the
+  loop does not move), in a loop of at least `CHAIN_TRIPS` iterations (also
+  under an `if` in its body: the rule `chains`), waits for the run before, an
   add's latency, however many independent accumulators it updates: what a
   tile of one row and one vector is bound by, and a tile of six rows is not.
 - Bytes from L2, L3 and memory, in whole 64-byte lines (the rule `lines`).
@@ -70,7 +71,7 @@ from presk.tune.outline import (
     of_kernel,
 )
 
-RULES = "lines,overhead,sets,streams,scalar"
+RULES = "lines,overhead,sets,streams,scalar,chains"
 # A chain of adds waits on itself only when it is long: the processor's reorder window
 # (some 200 operations) runs the chains of a few short loops side by side, as it does
 # those of a product over k = 4 (attention's scores, one head).
@@ -214,7 +215,7 @@ class _Walk:
         cache, the loops in it counted."""
         t1 = t2 = t3 = 0.0
         for s in body.nested:
-            a, b, c = self.nested(node, s, mult, depth)
+            a, b, c = self.nested(node, s, mult, depth, trips)
             t1, t2, t3 = t1 + a, t2 + b, t3 + c
         direct = _Node({}, {})  # the accesses outside the loops of `body`
         self._leaf(direct, body.leaf, mult, trips)
@@ -224,23 +225,27 @@ class _Walk:
             _merge(node, direct)
         return t1, t2, t3
 
-    def nested(self, node: _Node, s: Nested, mult: float, depth: int) -> tuple[float, float, float]:
+    def nested(
+        self, node: _Node, s: Nested, mult: float, depth: int, trips: int = 0
+    ) -> tuple[float, float, float]:
+        """`s` in a body run `mult` times; a branch or a scratch in the body of a loop of
+        `trips` iterations is of that body (an accumulator under an `if` chains too)."""
         match s:
             case Loop():
                 return self.loop(node, s, mult, depth)
             case Branch(cond, then, other):
                 self._leaf(node, cond, mult)
                 saved = self.counts()
-                a = self.body(node, then, mult, -1)
+                a = self.body(node, then, mult, -1, trips)
                 taken = self.counts()
                 self.work, self.loads, self.ops, self.steps = saved
-                b = self.body(node, other, mult, -1)
+                b = self.body(node, other, mult, -1, trips)
                 if taken[1] > self.loads:  # count the branch with more accesses only
                     self.work, self.loads, self.ops, self.steps = taken
                 return max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
             case Region(buffer, inner):
                 self._buffer(buffer)
-                return self.body(node, inner, mult, -1)
+                return self.body(node, inner, mult, -1, trips)
             case _:
                 assert_never(s)
 

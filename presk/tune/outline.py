@@ -38,7 +38,8 @@ class Leaf:
     count: int = 0  # statements (what a default split weighs, sched/split.py)
     lanes: int = 1  # the widest vector a statement names
     # Whether a statement reads what it writes (an accumulator `v = v + a·b`, or an output
-    # element added to in place): each run of the leaf then waits for the one before.
+    # element added to in place that the loop around does not move): each run of the
+    # leaf then waits for the one before.
     carried: bool = False
 
 
@@ -165,19 +166,24 @@ def _strides(b: ir.Buffer) -> list[int]:
 Access = tuple[Key, float, int]  # a pattern, its offset and its width, in bytes
 
 
-def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access], bool]:
+def _accesses(
+    s: ir.Stmt | ir.Cmp | ir.Load, var: str | None = None
+) -> tuple[int, int, list[Access], bool]:
     """The accesses and operations of one statement without statements inside (or
-    of a condition), and whether it reads what it writes. Dispatched on the exact
-    type: the hot loop of reading a kernel."""
+    of a condition), and whether it reads what it writes where the loop around it
+    (over `var`) comes back to it: a store in place to an element that `var` moves
+    (a row divided by its sum) writes another element each iteration. Dispatched on
+    the exact type: the hot loop of reading a kernel."""
     found: list[Access] = []
     ops = 0
     carried = False
     written: object = None  # the variable a Let writes, or a Store's (buffer, index)
     stack: list[object]
     if isinstance(s, ir.Store | ir.VStore):
-        written = (s.buffer.index, s.index)
         lanes = vector_lanes(s.value) if isinstance(s, ir.VStore) else 1
         key, const = pattern(s.buffer, s.index)
+        if not any(v == var for v, _ in key[1]):
+            written = (s.buffer.index, s.index)
         found.append((key, const, lanes * element_bytes(s.buffer)))
         stack = [s.value]
     elif isinstance(s, ir.Let | ir.VLet):
@@ -225,7 +231,8 @@ def _accesses(s: ir.Stmt | ir.Cmp | ir.Load) -> tuple[int, int, list[Access], bo
 class Gather:
     """Leaves added up: loads and operations summed, each pattern's offsets joined."""
 
-    def __init__(self) -> None:
+    def __init__(self, var: str | None = None) -> None:
+        self.var = var  # the variable of the loop whose body this is (None: none)
         self.loads = self.ops = self.count = 0
         self.lanes = 1
         self.carried = False
@@ -250,7 +257,7 @@ class Gather:
             self.access(key, consts, width)
 
     def stmt(self, s: ir.Stmt | ir.Cmp | ir.Load, count: int = 1, lanes: int = 1) -> None:
-        loads, ops, found, carried = _accesses(s)
+        loads, ops, found, carried = _accesses(s, self.var)
         self.loads += loads
         self.ops += ops
         self.carried = self.carried or carried
@@ -264,20 +271,21 @@ class Gather:
         return Leaf(self.loads, self.ops, groups, self.count, self.lanes, self.carried)
 
 
-def body_of(stmts: tuple[ir.Stmt, ...]) -> Body:
-    """A kernel body's outline."""
-    leaf = Gather()
+def body_of(stmts: tuple[ir.Stmt, ...], var: str | None = None) -> Body:
+    """A kernel body's outline (the body of the loop over `var`, or of a branch or a
+    scratch inside it: None, of no loop)."""
+    leaf = Gather(var)
     nested: list[Nested] = []
     for s in stmts:
         match s:
-            case ir.For(var, bound, inner):
-                nested.append(Loop(var, bound, body_of(inner)))
+            case ir.For(name, bound, inner):
+                nested.append(Loop(name, bound, body_of(inner, name)))
             case ir.If(cond, then, other):
                 test = Gather()
                 test.stmt(cond, count=0)
-                nested.append(Branch(test.leaf(), body_of(then), body_of(other)))
+                nested.append(Branch(test.leaf(), body_of(then, var), body_of(other, var)))
             case ir.Scratch(buffer, inner):
-                nested.append(Region(buffer, body_of(inner)))
+                nested.append(Region(buffer, body_of(inner, var)))
             case ir.Random():
                 leaf.ops += 1
                 leaf.count += 1
