@@ -107,6 +107,13 @@ def test_an_accumulator_under_an_if_waits_for_its_last_add() -> None:
     body = (ir.Let("s", ir.Const(Fraction(0))), inner, ir.Store(OUT, (i,), ir.Var("s")))
     k = ir.Kernel("sum", "f32", (A,), (OUT,), (ir.For("i", 16, body),))
     assert features((k,), "f32", SMALL, 1).steps == 256
+    # Two such sums under two tests in one loop are two chains side by side: each step
+    # of j still waits for one add, not two (a two-pass softmax's eight masked rows).
+    other = ir.Let("t", ir.Bin(ir.BinOp.ADD, ir.Var("t"), ir.Load(A, (i, j))))
+    twice = ir.For("j", 16, (ir.If(test, (add,), ()), ir.If(test, (other,), ())))
+    body = (ir.Let("s", ir.Const(Fraction(0))), ir.Let("t", ir.Const(Fraction(0))), twice)
+    k = ir.Kernel("sums", "f32", (A,), (OUT,), (ir.For("i", 16, body),))
+    assert features((k,), "f32", SMALL, 1).steps == 256
 
 
 def test_one_workers_share_of_a_split() -> None:

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from presk.host.realization import Realization
+from presk.kernel.layout import Layout
 from presk.kernel.lower import row_lanes
 from presk.kernel.text import kernel_text
 from presk.pipeline import compile_path
@@ -153,9 +154,19 @@ fn rows3(x : ℝ[b: 2, r: R, n: N], m : bool[b: 2, r: R, n: N]) ->
 """
 
 
-def _bits3(path: str, n: int, dtype: str, tiles: bool) -> tuple[list[bytes], str]:
+def _bits3(
+    path: str, n: int, dtype: str, tiles: bool, passes: int = 3, threads: int = 1
+) -> tuple[list[bytes], str]:
+    layouts = {f"rows3/%{i}": Layout(passes=passes) for i in (2, 3, 4, 5)}
     compiled, *_ = compile_path(
-        path, "rows3", {"R": R, "N": n}, Realization(dtype), 1, banner="rows3", tiles=tiles
+        path,
+        "rows3",
+        {"R": R, "N": n},
+        Realization(dtype),
+        threads,
+        banner="rows3",
+        tiles=tiles,
+        layouts=layouts if passes != 3 else None,
     )
     rng = np.random.default_rng(n)
     x = np.stack([_values(n, rng), _values(n, rng)[::-1]])
@@ -178,4 +189,24 @@ def test_rows_summed_eight_at_a_time_give_the_scalar_bits(
     # Eight sums side by side: one loop adds into eight scalars.
     assert re.search(r"(s\d+ = \(s\d+ \+ %\d+\[[^\n]*\n\s*){8}", text)
     for i, (a, b) in enumerate(zip(lanes, scalar, strict=True)):
+        assert a == b, f"output {i} differs"
+
+
+# Two passes (a layout plan's `passes: 2`) take the sums of eight rows side by side too,
+# each exponential stored as its row's sum adds it; on one worker and split over two.
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+@pytest.mark.parametrize("n", [5, 8, 37])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_passes_eight_rows_at_a_time_give_the_scalar_bits(
+    tmp_path: Path, dtype: str, n: int, threads: int
+) -> None:
+    path = tmp_path / "rows3.psk"
+    path.write_text(ROWS3, encoding="utf-8")
+    two, text = _bits3(str(path), n, dtype, tiles=True, passes=2, threads=threads)
+    scalar, _ = _bits3(str(path), n, dtype, tiles=False)
+    # One loop computes eight rows' exponentials, stores each and adds it to its row's sum
+    # (the unmasked softmax: e = exp(x − m); out = e; s = s + e, eight times over).
+    step = r"\s*(s\d+) = exp\([^\n]*\n\s*%\d+\[[^\n]*\] = \1\n\s*s\d+ = \(s\d+ \+ \1\)\n"
+    assert re.search(f"(?:{step}){{8}}", text)
+    for i, (a, b) in enumerate(zip(two, scalar, strict=True)):
         assert a == b, f"output {i} differs"

@@ -170,6 +170,7 @@ class _Walk:
         self.loads = 0.0
         self.ops = 0.0
         self.steps = 0.0
+        self.chained = False  # a statement of the loop being walked reads what it writes
         self.around: list[tuple[str, int]] = []  # the loops being walked, outermost first
         # Per pattern, its step along the innermost loop that moves it (rule `streams`).
         self.step: dict[Key, float] = {}
@@ -185,13 +186,11 @@ class _Walk:
             self.buffers[b.index] = found
         return found
 
-    def _leaf(self, node: _Node, leaf: Leaf, mult: float, trips: int = 0) -> None:
-        """Statements without statements inside (or a condition): their accesses. `trips`
-        is the bound of the loop whose body they are (0: none)."""
+    def _leaf(self, node: _Node, leaf: Leaf, mult: float) -> None:
+        """Statements without statements inside (or a condition): their accesses."""
         self.loads += leaf.loads * mult
         self.ops += leaf.ops * mult
-        if leaf.carried and trips >= CHAIN_TRIPS:
-            self.steps += mult
+        self.chained = self.chained or leaf.carried
         groups = node.groups
         for key, consts, width in leaf.groups:
             if key not in self.step:
@@ -207,45 +206,38 @@ class _Walk:
     def counts(self) -> tuple[float, float, float, float]:
         return self.work, self.loads, self.ops, self.steps
 
-    def body(
-        self, node: _Node, body: Body, mult: float, depth: int, trips: int = 0
-    ) -> tuple[float, float, float]:
-        """Count `body` run `mult` times (the body of a loop of `trips` iterations, or
-        0); its accesses go to `node`. Returns the traffic of one run of it past each
-        cache, the loops in it counted."""
+    def body(self, node: _Node, body: Body, mult: float, depth: int) -> tuple[float, float, float]:
+        """Count `body` run `mult` times; its accesses go to `node`. Returns the traffic
+        of one run of it past each cache, the loops in it counted."""
         t1 = t2 = t3 = 0.0
         for s in body.nested:
-            a, b, c = self.nested(node, s, mult, depth, trips)
+            a, b, c = self.nested(node, s, mult, depth)
             t1, t2, t3 = t1 + a, t2 + b, t3 + c
         direct = _Node({}, {})  # the accesses outside the loops of `body`
-        self._leaf(direct, body.leaf, mult, trips)
+        self._leaf(direct, body.leaf, mult)
         if direct.groups:
             lines = self.lines(direct) * LINE_BYTES
             t1, t2, t3 = t1 + lines, t2 + lines, t3 + lines
             _merge(node, direct)
         return t1, t2, t3
 
-    def nested(
-        self, node: _Node, s: Nested, mult: float, depth: int, trips: int = 0
-    ) -> tuple[float, float, float]:
-        """`s` in a body run `mult` times; a branch or a scratch in the body of a loop of
-        `trips` iterations is of that body (an accumulator under an `if` chains too)."""
+    def nested(self, node: _Node, s: Nested, mult: float, depth: int) -> tuple[float, float, float]:
         match s:
             case Loop():
                 return self.loop(node, s, mult, depth)
             case Branch(cond, then, other):
                 self._leaf(node, cond, mult)
                 saved = self.counts()
-                a = self.body(node, then, mult, -1, trips)
+                a = self.body(node, then, mult, -1)
                 taken = self.counts()
                 self.work, self.loads, self.ops, self.steps = saved
-                b = self.body(node, other, mult, -1, trips)
+                b = self.body(node, other, mult, -1)
                 if taken[1] > self.loads:  # count the branch with more accesses only
                     self.work, self.loads, self.ops, self.steps = taken
                 return max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
             case Region(buffer, inner):
                 self._buffer(buffer)
-                return self.body(node, inner, mult, -1, trips)
+                return self.body(node, inner, mult, -1)
             case _:
                 assert_never(s)
 
@@ -257,7 +249,14 @@ class _Walk:
         self.work += runs
         node = _Node({}, {s.var: bound})
         self.around.append((s.var, bound))
-        inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1, bound)
+        # Whether a statement of this loop's body (under an `if` in it too, not in a loop
+        # inside it) reads what it writes: each iteration then waits for the one before,
+        # once however many independent accumulators it updates.
+        around, self.chained = self.chained, False
+        inner = self.body(node, s.body, runs, depth + 1 if depth >= 0 else -1)
+        if self.chained and bound >= CHAIN_TRIPS:
+            self.steps += runs
+        self.chained = around
         self.around.pop()
         lines = self.lines(node) * LINE_BYTES
         l1 = self.l1_load(node, lines)

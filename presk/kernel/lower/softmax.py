@@ -10,6 +10,8 @@ takes the first position whose running sum of probabilities exceeds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from presk.kernel.ir import (
     Bin,
     BinOp,
@@ -97,13 +99,16 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
             return _allowed(mask_buffer, x, _at(x, outer, pos, k))
 
     log = step.name == PrimName.LOG_SOFTMAX
+    # Rows in blocks of the innermost outer loop, the loops around it left to the split.
+    blocked = not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS
+    mask_of = mask if isinstance(mask, Buffer) else None
     if names.tiles and names.passes == 3:
         row = _Row(x, out, outer, pos, j, n, names, launch)
-        # Rows in blocks of the innermost outer loop, the loops around it left to the split.
-        if not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS:
-            mask_of = mask if isinstance(mask, Buffer) else None
+        if blocked:
             return _interleaved(row, sizes, mask_of, keeps, m)
         return nest(sizes, outer, row.softmax((m, s, e), log, keeps))
+    if names.tiles and blocked:  # two passes
+        return _two_interleaved(_Row(x, out, outer, pos, j, n, names, launch), sizes, mask_of)
     if keeps is None:
         first = _plain_max(x, outer, pos, j, n, m)
         if names.passes == 2 and not log:
@@ -170,33 +175,14 @@ def _interleaved(
         adds = tuple(
             Let(t, Bin(BinOp.ADD, Var(t), Load(out, a))) for t, a in zip(sums, at, strict=True)
         )
-        out_stmts: list[Stmt] = [*(Let(t, ZERO) for t in sums), For(j, n, adds)]
-        for t, a in zip(sums, at, strict=True):
-            divide: Stmt = Store(out, a, Bin(BinOp.DIV, Load(out, a), Var(t)))
-            if mask is None:
-                out_stmts.append(For(j, n, (divide,)))
-                continue
-            ok = _allowed(mask, x, a)
-            # As the three passes: +0 / s is +0 for s > 0; a sum of 0 or NaN divides only
-            # the allowed positions.
-            out_stmts.append(
-                If(
-                    Cmp(CmpOp.GT, Var(t), ZERO),
-                    (For(j, n, (divide,)),),
-                    (For(j, n, (If(ok, (divide,), (Store(out, a, ZERO),)),)),),
-                )
-            )
-        return tuple(out_stmts)
+        divides = (
+            _divide(out, a, t, j, n, None if mask is None else _allowed(mask, x, a))
+            for t, a in zip(sums, at, strict=True)
+        )
+        return (*(Let(t, ZERO) for t in sums), For(j, n, adds), *divides)
 
-    blocks, rest = divmod(count, SUM_ROWS)
-    rb = names.loop()
-    body: list[Stmt] = [
-        For(last, count, (first, exps)),
-        For(rb, blocks, block(IBin(IntOp.MUL, IVar(rb), IConst(SUM_ROWS)), SUM_ROWS)),
-    ]
-    if rest:
-        body.extend(block(IConst(blocks * SUM_ROWS), rest))
-    return nest(sizes[:-1], outer[:-1], tuple(body))
+    body = (For(last, count, (first, exps)), *_in_blocks(names, count, block))
+    return nest(sizes[:-1], outer[:-1], body)
 
 
 def _load_at(mask: Buffer, x: Buffer, index: tuple[Index, ...]) -> Load:
@@ -210,20 +196,30 @@ def _add_exp(s: str, x: Buffer, at: tuple[Index, ...], m: str) -> Stmt:
     return Let(s, Bin(BinOp.ADD, Var(s), Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, at), Var(m)))))
 
 
-def _plain_max(x: Buffer, outer: list[str], pos: int, j: str, n: int, m: str) -> tuple[Stmt, ...]:
+def _plain_max(
+    x: Buffer, outer: list[str], pos: int, j: str, n: int, m: str, row: Index | None = None
+) -> tuple[Stmt, ...]:
     """The scalar pass: m starts at the row's first element, then `x > m ? x : m`."""
-    at = _at(x, outer, pos, IVar(j))
+    at = _at(x, outer, pos, IVar(j), row)
     return (
-        Let(m, Load(x, _at(x, outer, pos, IConst(0)))),
+        Let(m, Load(x, _at(x, outer, pos, IConst(0), row))),
         For(j, n, (Let(m, Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))),)),
     )
 
 
 def _masked_max(
-    x: Buffer, allowed: Cmp, outer: list[str], pos: int, j: str, n: int, m: str, seen: str
+    x: Buffer,
+    allowed: Cmp,
+    outer: list[str],
+    pos: int,
+    j: str,
+    n: int,
+    m: str,
+    seen: str,
+    row: Index | None = None,
 ) -> tuple[Stmt, ...]:
     """The scalar pass of a masked row: m starts at the first allowed position (0 if none)."""
-    at = _at(x, outer, pos, IVar(j))
+    at = _at(x, outer, pos, IVar(j), row)
     larger = Select(Cmp(CmpOp.GT, Load(x, at), Var(m)), Load(x, at), Var(m))
     first = Select(Cmp(CmpOp.EQ, Var(seen), ZERO), Load(x, at), larger)
     return (
@@ -254,14 +250,16 @@ class _Row:
         self.scratch = first_scratch(launch)
         self.at = _at(x, outer, pos, IVar(j))
 
-    def maximum(self, m: str, keeps: AllowedFn | None) -> Stmt:
-        """m = the row's maximum (of its allowed elements), the scalar pass's bits."""
+    def maximum(self, m: str, keeps: AllowedFn | None, row: Index | None = None) -> Stmt:
+        """m = the row's maximum (of its allowed elements), the scalar pass's bits; the
+        row `row` of the innermost outer loop where given."""
         x, outer, pos, j, n = self.x, self.outer, self.pos, self.j, self.n
         if keeps is None:
-            scalar = _plain_max(x, outer, pos, j, n, m)
+            scalar = _plain_max(x, outer, pos, j, n, m, row)
         else:
-            scalar = _masked_max(x, keeps(IVar(j)), outer, pos, j, n, m, self.names.scalar())
-        element = lambda k: _at(x, outer, pos, k)  # noqa: E731
+            seen = self.names.scalar()
+            scalar = _masked_max(x, keeps(IVar(j)), outer, pos, j, n, m, seen, row)
+        element = lambda k: _at(x, outer, pos, k, row)  # noqa: E731
         return lane_max(x, element, keeps, m, self.names, self.scratch, n, scalar)
 
     def exponent(self, m: str) -> Expr:
@@ -322,6 +320,79 @@ class _Row:
         )
         second = For(j, n, (If(allowed, keep, (Store(row, r, ZERO),)),))
         return row_scratch(row, out, (first, Let(s, ZERO), second, third))
+
+
+def _two_interleaved(row: _Row, sizes: list[int], mask: Buffer | None) -> tuple[Stmt, ...]:
+    """Two passes over each row, `SUM_ROWS` rows at a time: each row's maximum by lanes,
+    then one loop over the rows' elements that stores each exponential and adds it to
+    its row's sum, the rows' sums side by side (eight chains of adds, where a row alone
+    is one), then each row divided in place. Each sum adds its row's allowed terms in
+    increasing order, and a stored exponential is exact (f32, f64), so the bits are
+    the three passes'."""
+    x, out, outer, pos, j, n, names = row.x, row.out, row.outer, row.pos, row.j, row.n, row.names
+
+    def block(base: Index, rows: int) -> tuple[Stmt, ...]:
+        firsts = [IBin(IntOp.ADD, base, IConst(r)) for r in range(rows)]
+        at = [_at(x, outer, pos, IVar(j), first) for first in firsts]
+        maxima = [names.scalar() for _ in range(rows)]
+        sums = [names.scalar() for _ in range(rows)]
+        body: list[Stmt] = [
+            row.maximum(m, _keeps(mask, row, first), first)
+            for m, first in zip(maxima, firsts, strict=True)
+        ]
+        body += [Let(t, ZERO) for t in sums]
+        steps: list[Stmt] = []
+        for a, m, t in zip(at, maxima, sums, strict=True):
+            e = names.scalar()
+            keep: tuple[Stmt, ...] = (
+                Let(e, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, a), Var(m)))),
+                Store(out, a, Var(e)),
+                Let(t, Bin(BinOp.ADD, Var(t), Var(e))),
+            )
+            if mask is not None:
+                keep = (If(_allowed(mask, x, a), keep, (Store(out, a, ZERO),)),)
+            steps += keep
+        body.append(For(j, n, tuple(steps)))
+        for a, t in zip(at, sums, strict=True):
+            body.append(_divide(out, a, t, j, n, None if mask is None else _allowed(mask, x, a)))
+        return tuple(body)
+
+    return nest(sizes[:-1], outer[:-1], _in_blocks(names, sizes[-1], block))
+
+
+def _in_blocks(
+    names: Names, count: int, block: Callable[[Index, int], tuple[Stmt, ...]]
+) -> tuple[Stmt, ...]:
+    """The `count` rows of the innermost outer loop, `SUM_ROWS` at a time (`block(first
+    row, rows)`), the last block shorter."""
+    blocks, rest = divmod(count, SUM_ROWS)
+    rb = names.loop()
+    out: tuple[Stmt, ...] = (
+        For(rb, blocks, block(IBin(IntOp.MUL, IVar(rb), IConst(SUM_ROWS)), SUM_ROWS)),
+    )
+    return (*out, *block(IConst(blocks * SUM_ROWS), rest)) if rest else out
+
+
+def _keeps(mask: Buffer | None, row: _Row, first: Index) -> AllowedFn | None:
+    """Whether the mask keeps element k of the row `first` (None: no mask)."""
+    if mask is None:
+        return None
+    return lambda k: _allowed(mask, row.x, _at(row.x, row.outer, row.pos, k, first))
+
+
+def _divide(out: Buffer, a: tuple[Index, ...], t: str, j: str, n: int, ok: Cmp | None) -> Stmt:
+    """A row of stored exponentials (+0 where refused) divided in place by its sum `t`.
+    +0 / t is +0 for t > 0 (∞ included), so such a row divides at every position; a sum
+    of 0 (nothing allowed) or NaN divides only the allowed positions, as the three
+    passes do."""
+    divide: Stmt = Store(out, a, Bin(BinOp.DIV, Load(out, a), Var(t)))
+    if ok is None:
+        return For(j, n, (divide,))
+    return If(
+        Cmp(CmpOp.GT, Var(t), ZERO),
+        (For(j, n, (divide,)),),
+        (For(j, n, (If(ok, (divide,), (Store(out, a, ZERO),)),)),),
+    )
 
 
 def _two_passes(
