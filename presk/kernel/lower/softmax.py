@@ -324,11 +324,11 @@ class _Row:
 
 def _two_interleaved(row: _Row, sizes: list[int], mask: Buffer | None) -> tuple[Stmt, ...]:
     """Two passes over each row, `SUM_ROWS` rows at a time: each row's maximum by lanes,
-    then one loop over the rows' elements that stores each exponential and adds it to
-    its row's sum, the rows' sums side by side (eight chains of adds, where a row alone
-    is one), then each row divided in place. Each sum adds its row's allowed terms in
-    increasing order, and a stored exponential is exact (f32, f64), so the bits are
-    the three passes'."""
+    then one loop over the rows' elements that stores each exponential (+0 where the
+    mask refuses it) and adds it to its row's sum, the rows' sums side by side (eight
+    chains of adds, where a row alone is one), then each row divided in place. Each sum
+    adds its row's allowed terms in increasing order, and a stored exponential is exact
+    (f32, f64), so the bits are the three passes'."""
     x, out, outer, pos, j, n, names = row.x, row.out, row.outer, row.pos, row.j, row.n, row.names
 
     def block(base: Index, rows: int) -> tuple[Stmt, ...]:
@@ -344,14 +344,12 @@ def _two_interleaved(row: _Row, sizes: list[int], mask: Buffer | None) -> tuple[
         steps: list[Stmt] = []
         for a, m, t in zip(at, maxima, sums, strict=True):
             e = names.scalar()
-            keep: tuple[Stmt, ...] = (
-                Let(e, Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, a), Var(m)))),
-                Store(out, a, Var(e)),
-                Let(t, Bin(BinOp.ADD, Var(t), Var(e))),
-            )
+            value: Expr = Fn(Libm.EXP, Bin(BinOp.SUB, Load(x, a), Var(m)))
             if mask is not None:
-                keep = (If(_allowed(mask, x, a), keep, (Store(out, a, ZERO),)),)
-            steps += keep
+                # A refused position stores +0 and adds it: a sum of terms ≥ +0 (or NaN)
+                # is unchanged by +0, bit for bit, and no branch waits on the mask.
+                value = Select(_allowed(mask, x, a), value, ZERO)
+            steps += (Let(e, value), Store(out, a, Var(e)), Let(t, Bin(BinOp.ADD, Var(t), Var(e))))
         body.append(For(j, n, tuple(steps)))
         for a, t in zip(at, sums, strict=True):
             body.append(_divide(out, a, t, j, n, None if mask is None else _allowed(mask, x, a)))
