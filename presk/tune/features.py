@@ -11,12 +11,12 @@ A point's kernels (a pack's first) add up.
 - Register loads and stores R: each Load, VLoad, Store and VStore executed
   counts one, a vector as one (the branch of an `if` with more of them is
   counted).
-- Dependent steps S: each run of a leaf that reads what it writes (an
-  accumulator, `v = v + a·b`, or an output element added to in place that the
-  loop does not move), in a loop of at least `CHAIN_TRIPS` iterations (also
-  under an `if` in its body: the rule `chains`), waits for the run before, an
-  add's latency, however many independent accumulators it updates: what a
-  tile of one row and one vector is bound by, and a tile of six rows is not.
+- Dependent steps S: each iteration of a loop of at least `CHAIN_TRIPS`
+  iterations whose body (under an `if` in it too: the rule `chains`) reads
+  what it writes (an accumulator, `v = v + a·b`, or an output element added to
+  in place that the loop does not move) waits for the iteration before, an
+  add's latency, once however many independent accumulators it updates: what
+  a tile of one row and one vector is bound by, and a tile of six rows is not.
 - Bytes from L2, L3 and memory, in whole 64-byte lines (the rule `lines`).
   The footprint of a loop is the lines its accesses touch while it runs
   once: per buffer and per pattern of an access (its coefficients on the

@@ -14,7 +14,7 @@ point's kernels costs
 
 where g is the point's group (type, lanes, workers) and the norm is the
 form's: "pnorm" (Σ tᵢ^q)^(1/q) with q fitted in [1, 8], "sum" (q = 1) or
-"max". S counts the runs of leaves that wait for the run before (an
+"max". S counts the loop iterations that wait for the one before (an
 accumulator's add, features.py) and σ is one rate for all groups, an add's
 latency being the same at any width; a profile fitted without it has σ = 0
 and no such term. B_s counts the bytes past L2 that a loop walks across lines
