@@ -41,7 +41,7 @@ def lane_calls(loop: ir.For, bounds: Mapping[str, int], lanes: int) -> tuple[ir.
         return ()
     assigned: set[str] = set()
     stored: set[int] = set()
-    for s in _walk(loop.body):
+    for s in ir.walk(loop.body):
         match s:
             case ir.Let(name) | ir.Random(name):
                 assigned.add(name)
@@ -67,8 +67,8 @@ def block_guard(
     """
     match loop.body:
         case (ir.If(cond, _, other),):
-            assigned = {s.name for s in _walk(loop.body) if isinstance(s, ir.Let | ir.Random)}
-            stored = {s.buffer.index for s in _walk(loop.body) if isinstance(s, ir.Store)}
+            assigned = {s.name for s in ir.walk(loop.body) if isinstance(s, ir.Let | ir.Random)}
+            stored = {s.buffer.index for s in ir.walk(loop.body) if isinstance(s, ir.Store)}
             outside = [*_calls(cond), *(fn for e in _exprs(other) for fn in _calls(e))]
             if any(fn in calls for fn in outside):
                 return None
@@ -102,17 +102,6 @@ def _plain(body: tuple[ir.Stmt, ...]) -> bool:
             case _:
                 assert_never(s)
     return True
-
-
-def _walk(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
-    for s in body:
-        yield s
-        match s:
-            case ir.For(_, _, inner) | ir.Scratch(_, inner):
-                yield from _walk(inner)
-            case ir.If(_, then, other):
-                yield from _walk(then)
-                yield from _walk(other)
 
 
 def _exprs(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Expr | ir.Index | ir.Cmp]:

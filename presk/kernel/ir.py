@@ -17,6 +17,7 @@ sum written as a loop adds its terms in increasing index order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -357,23 +358,25 @@ class Kernel:
     vectorize: bool = True
 
 
-def has_vectors(body: tuple[Stmt, ...]) -> bool:
-    """Whether a statement of `body` names a vector (a `VLet` or a `VStore`)."""
+def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement of `body`, each before the statements inside it."""
     for s in body:
+        yield s
         match s:
-            case VLet() | VStore():
-                return True
             case For(_, _, inner) | Scratch(_, inner):
-                if has_vectors(inner):
-                    return True
+                yield from walk(inner)
             case If(_, then, other):
-                if has_vectors(then) or has_vectors(other):
-                    return True
-            case Let() | Store() | Random():
+                yield from walk(then)
+                yield from walk(other)
+            case Let() | Store() | VLet() | VStore() | Random():
                 pass
             case _:
                 assert_never(s)
-    return False
+
+
+def has_vectors(body: tuple[Stmt, ...]) -> bool:
+    """Whether a statement of `body` names a vector (a `VLet` or a `VStore`)."""
+    return any(isinstance(s, VLet | VStore) for s in walk(body))
 
 
 def loop_bounds(body: tuple[Stmt, ...]) -> dict[str, int]:

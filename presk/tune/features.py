@@ -92,7 +92,7 @@ class Features:
     spawns: int  # of them, split over more than one worker
     ops: float  # arithmetic operations (the roofline's comparison)
     bytes: float  # the kernels' buffers, each read or written once (the roofline's Q)
-    steps: float = 0.0  # runs of leaves that wait for the run before (a profile without: 0)
+    steps: float = 0.0  # loop iterations that wait for the one before (a profile without: 0)
     strided: float = 0.0  # bytes past L2 of patterns walked across lines (rule `streams`)
 
     def to_json(self) -> dict[str, object]:

@@ -91,17 +91,11 @@ def softmax(step: Step, launch: Launch, names: Names) -> tuple[Stmt, ...]:
     outer, sizes, j, pos, n = _rows(x, str(step.attrs["axis"]), names)
     m, s, e = names.scalar(), names.scalar(), names.scalar()
     at = _at(x, outer, pos, IVar(j))
-    keeps: AllowedFn | None = None
-    if isinstance(mask, Buffer):
-        mask_buffer = mask
-
-        def keeps(k: Index) -> Cmp:
-            return _allowed(mask_buffer, x, _at(x, outer, pos, k))
-
+    mask_of = mask if isinstance(mask, Buffer) else None
+    keeps = _keeps(mask_of, x, outer, pos)
     log = step.name == PrimName.LOG_SOFTMAX
     # Rows in blocks of the innermost outer loop, the loops around it left to the split.
     blocked = not log and out.dtype != "bf16" and len(outer) >= 2 and sizes[-1] >= SUM_ROWS
-    mask_of = mask if isinstance(mask, Buffer) else None
     if names.tiles and names.passes == 3:
         row = _Row(x, out, outer, pos, j, n, names, launch)
         if blocked:
@@ -337,7 +331,7 @@ def _two_interleaved(row: _Row, sizes: list[int], mask: Buffer | None) -> tuple[
         maxima = [names.scalar() for _ in range(rows)]
         sums = [names.scalar() for _ in range(rows)]
         body: list[Stmt] = [
-            row.maximum(m, _keeps(mask, row, first), first)
+            row.maximum(m, _keeps(mask, x, outer, pos, first), first)
             for m, first in zip(maxima, firsts, strict=True)
         ]
         body += [Let(t, ZERO) for t in sums]
@@ -371,11 +365,14 @@ def _in_blocks(
     return (*out, *block(IConst(blocks * SUM_ROWS), rest)) if rest else out
 
 
-def _keeps(mask: Buffer | None, row: _Row, first: Index) -> AllowedFn | None:
-    """Whether the mask keeps element k of the row `first` (None: no mask)."""
+def _keeps(
+    mask: Buffer | None, x: Buffer, outer: list[str], pos: int, row: Index | None = None
+) -> AllowedFn | None:
+    """Whether the mask keeps element k of a row (the row `row` of the innermost outer
+    loop where given); None without a mask."""
     if mask is None:
         return None
-    return lambda k: _allowed(mask, row.x, _at(row.x, row.outer, row.pos, k, first))
+    return lambda k: _allowed(mask, x, _at(x, outer, pos, k, row))
 
 
 def _divide(out: Buffer, a: tuple[Index, ...], t: str, j: str, n: int, ok: Cmp | None) -> Stmt:
