@@ -28,7 +28,13 @@ from presk.commands import (
     train,
 )
 from presk.commands.common import Parser
-from presk.diagnostics import CompileError, CompilerBug, UsageError, print_diagnostics
+from presk.diagnostics import (
+    CompileError,
+    CompilerBug,
+    UsageError,
+    print_diagnostics,
+    printable,
+)
 
 BUILT = (check, run, dump, bench, export, data, train, serve, autotune, rank, plan, reprice, refit)
 
@@ -120,8 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _help(parser, args.topic)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
-    except UsageError as error:
-        sys.stderr.write(f"presk {args.command}: {error}\n")
+    except UsageError as error:  # a flag's or a file's text, escaped to one line
+        sys.stderr.write(f"presk {args.command}: {printable(str(error))}\n")
         return 2
     except CompileError as error:
         print_diagnostics(error.diagnostics, sys.stderr)

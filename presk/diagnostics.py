@@ -147,6 +147,10 @@ def read_json(path: str, where: str, error: Callable[[str], Exception]) -> objec
         raise error(f"{where}: {failure.strerror or failure}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as failure:
         raise error(f"{where}: not JSON ({failure})") from None
+    except ValueError:  # a number past Python's limit of digits
+        raise error(f"{where}: not JSON that presk reads (a number of too many digits)") from None
+    except RecursionError:
+        raise error(f"{where}: not JSON that presk reads (nested too deeply)") from None
     return doc
 
 

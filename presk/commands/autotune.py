@@ -17,11 +17,13 @@ its epilogue where that measured faster than the two launches.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
 
 from presk.commands.common import (
+    check_out_file,
     choose_entry,
     const_overrides,
     entry_args,
@@ -30,16 +32,17 @@ from presk.commands.common import (
     planned_of,
     realization_arg,
     threads_of,
+    write_out,
 )
+from presk.commands.plan import layout_profile
 from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
 from presk.host.plan import Plan
 from presk.host.plan import write as write_plan
 from presk.pipeline import Request, front_end
 from presk.tune import epilogue
-from presk.tune.capture import CaptureError, capture, points_of, with_entry_inputs
-from presk.tune.model import ProfileError, price
-from presk.tune.model import read as read_profile
+from presk.tune.capture import CaptureError, capture, check_fits, points_of, with_entry_inputs
+from presk.tune.model import price
 from presk.tune.sweep import Pricer, SweepError, check_day, layout_of, sweep, write_day
 
 NAME = "autotune"
@@ -81,10 +84,7 @@ def _pricer(path: str | None, threads: int) -> Pricer | None:
     """The model's price of each point, from the profile at `path` (None: no prices)."""
     if path is None:
         return None
-    try:
-        profile = read_profile(path)
-    except ProfileError as error:
-        raise CommandError(f"--profile {error}") from None
+    profile = layout_profile(path)  # checked before the sweep, not at its first price
     return lambda nest, lowered: price(nest, lowered, profile, threads)
 
 
@@ -101,6 +101,10 @@ def _autotune(args: argparse.Namespace) -> int:
         check_day(args.out)
     except SweepError as error:
         raise CommandError(str(error)) from None
+    if args.out_plan is not None:
+        if os.path.abspath(args.out_plan) == os.path.abspath(args.out):
+            raise UsageError("--out-plan names the sweep's directory: give the plan another name")
+        check_out_file("--out-plan", args.out_plan)
     planned = planned_of(args)
     if planned is None:
         return 1
@@ -110,6 +114,7 @@ def _autotune(args: argparse.Namespace) -> int:
     chosen = choose_entry(checked, args.entry, args.dim)
     request = Request(checked, chosen.entry, chosen.binding, planned.realization, threads)
     captured = capture(request)
+    check_fits(captured.nests, "the sweep")
     if args.inputs == "entry":
         try:
             captured = with_entry_inputs(request, captured)
@@ -185,7 +190,8 @@ def _autotune(args: argparse.Namespace) -> int:
         for site, line in taken.items():  # the add launches nothing: no point of its own
             best[site] = layout_of(line)
             best.pop(line["add"], None)
-        write_plan(Plan(planned.realization, best, planned.text), args.out_plan)
+        plan = Plan(planned.realization, best, planned.text)
+        write_out("--out-plan", args.out_plan, lambda: write_plan(plan, args.out_plan))
         out.append(f"-- the best measured point of each nest written to {args.out_plan}")
     sys.stdout.write("\n".join(out) + "\n")
     return 0 if differing == 0 and interp_differing == 0 else 1

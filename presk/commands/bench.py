@@ -33,12 +33,14 @@ from presk.commands.calibrate import add_flags as add_calibrate_flags
 from presk.commands.calibrate import calibrate
 from presk.commands.common import (
     Chosen,
+    check_out_file,
     choose_entry,
     const_overrides,
     entry_args,
     file_args,
     guard,
     later_flag,
+    read_plan,
     realization_of,
     refuse_later_flags,
     threads_of,
@@ -46,7 +48,6 @@ from presk.commands.common import (
 from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
 from presk.host.plan import Plan
-from presk.host.plan import parse as parse_plan
 from presk.host.program import HostProgram
 from presk.host.realization import Realization
 from presk.interp.run import reference_inputs, reference_interpreter
@@ -104,12 +105,16 @@ def _bench(args: argparse.Namespace) -> int:
     repeat = natural("--repeat", args.repeat, 1, 1000)
     bits = natural("--bits", args.bits, 8, 1 << 20)
     threads = threads_of(args.threads)
+    if args.calibrate is not None:
+        check_out_file("--calibrate", args.calibrate)  # before the inputs are drawn
     checked, _ = front_end(args.file, const_overrides(args.const))
     chosen = choose_entry(checked, args.entry, args.dim)
     info, dims = chosen.entry.info, chosen.binding.dims
     drawn = draw_inputs(info.params, dims, chosen.binding.prefix, 0)
-    plan = Plan() if args.plan is None else parse_plan(args.plan)
+    plan = Plan() if args.plan is None else read_plan(args.plan)
     if args.calibrate is not None:
+        if args.plan is not None:
+            raise UsageError("--calibrate times layouts of its own, not a plan's: drop --plan")
         realization = realization_of(args.realize or "f64")
         if realization is None:
             return 1

@@ -20,8 +20,8 @@ import os
 import sys
 from dataclasses import replace
 
-from presk.commands.common import Chosen
-from presk.data.format import DataError
+from presk.commands.common import Chosen, write_out
+from presk.commands.plan import checked_profile
 from presk.diagnostics import CommandError, UsageError
 from presk.kernel.layout import (
     NO_SPLIT,
@@ -34,7 +34,7 @@ from presk.kernel.layout import (
 )
 from presk.kernel.text import kernel_text
 from presk.pipeline import Request
-from presk.tune.capture import Captured, capture
+from presk.tune.capture import Captured, capture, check_fits
 from presk.tune.features import RULES, features
 from presk.tune.harness import check, lower_point, prepare_all
 from presk.tune.machine import Machine, read_machine
@@ -42,12 +42,10 @@ from presk.tune.model import (
     FORMS,
     Fit,
     Profile,
-    ProfileError,
     Sample,
     fit_lines,
     fitted_profile,
     predict,
-    read,
     spearman,
     write,
 )
@@ -130,9 +128,9 @@ def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str, Fi
     if not os.path.exists(path):
         return [], "", None
     try:
-        old = read(path)
-    except ProfileError as error:
-        raise CommandError(f"--calibrate {error} (remove it, or give another file)") from None
+        old = checked_profile(path, "--calibrate")
+    except CommandError as error:
+        raise CommandError(f"{error} (give another file, or remove it)") from None
     if old.kind != kind:
         raise CommandError(
             f"--calibrate {path}: a {old.kind} profile; this calibration fits a {kind} one"
@@ -145,10 +143,7 @@ def _kept(path: str, kind: str, machine: Machine) -> tuple[list[Sample], str, Fi
 
 
 def _write(profile: Profile, path: str) -> None:
-    try:
-        write(profile, path)
-    except (DataError, OSError) as error:
-        raise CommandError(f"--calibrate {path}: {error}") from None
+    write_out("--calibrate", path, lambda: write(profile, path))
 
 
 def calibrate(args: argparse.Namespace, chosen: Chosen, request: Request, repeat: int) -> int:
@@ -175,8 +170,9 @@ def _layouts(args: argparse.Namespace, chosen: Chosen, request: Request, repeat:
     path = args.calibrate
     machine = read_machine()
     threads = request.threads
+    kept, why, prior = _kept(path, "layout", machine)  # a profile refused before timing
     nest, _ = _first_contraction(request)
-    kept, why, prior = _kept(path, "layout", machine)
+    check_fits([nest], "the calibration")
     points = _split_depths(nest, calibration_points(nest, threads), threads)
     bench = prepare_all([(nest, [point_zero(nest.nest), *points])], threads)[0]
     measured = check(bench, threads, repeat)[1:]
@@ -215,10 +211,11 @@ def _roofline(args: argparse.Namespace, request: Request, repeat: int) -> int:
     path = args.calibrate
     machine = read_machine()
     threads = request.threads
+    kept, why, _ = _kept(path, "roofline", machine)  # a profile refused before timing
     captured = capture(request)
     if not captured.nests:
         raise CommandError(f"{request.entry.text} launches no kernel to time")
-    kept, why, _ = _kept(path, "roofline", machine)
+    check_fits(captured.nests, "the calibration")
     benches = prepare_all([(n, [Layout()]) for n in captured.nests], threads)
     fresh: list[Sample] = []
     for nest, bench in zip(captured.nests, benches, strict=True):

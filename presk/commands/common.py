@@ -10,6 +10,7 @@ go to stderr, results to stdout.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -18,12 +19,14 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NoReturn
 
 from presk.build.errors import BuildError, CacheError, LoadError
+from presk.data.format import DataError
 from presk.diagnostics import (
     CommandError,
     Diagnostic,
     NotBuiltYet,
     UsageError,
     print_diagnostics,
+    printable,
 )
 from presk.entries import Binding, Entry, bind_dims, find_entry, natural, parse_bindings
 from presk.export.c import ExportError
@@ -217,6 +220,17 @@ def planned_of(args: argparse.Namespace) -> Planned | None:
     return Planned(realization, plan, text)
 
 
+def read_plan(spec: str) -> Plan:
+    """`--plan @FILE` read: a file that is no plan is a usage error (exit 2), as
+    `planned_of` has it; a refused realization stays a PlanError (E7002)."""
+    try:
+        return parse_plan(spec)
+    except PlanError as error:
+        if error.code is None:
+            raise UsageError(error.message) from None
+        raise
+
+
 def plan_shares(
     named: list[tuple[str, Request]], layouts: Mapping[str, Layout]
 ) -> list[dict[str, Layout]]:
@@ -245,6 +259,26 @@ def _plan_refused(error: PlanError) -> None:
         raise UsageError(error.message) from None
     print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
     return None
+
+
+def check_out_file(flag: str, path: str) -> None:
+    """Refuse, before any work, an output file that cannot be written whole: a directory
+    (`.` too), or a path in a directory that does not exist. Nothing there is touched."""
+    if path == "":
+        raise UsageError(f"{flag}: an empty name; name the file to write")
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: a directory, not a file; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {path}: no directory {parent} to write it in")
+
+
+def write_out(flag: str, path: str, write: Callable[[], None]) -> None:
+    """Run `write` (an atomic write of `path`); a failure is the command's one line."""
+    try:
+        write()
+    except (DataError, OSError) as error:
+        raise CommandError(f"{flag} {path}: {error}") from None
 
 
 def threads_of(flag: str | None, default: int | None = None) -> int:
@@ -290,29 +324,29 @@ def guard(command: str, body: Callable[[], int]) -> int:
     try:
         return call_deep(body)
     except CommandError as error:
-        sys.stderr.write(f"presk {command}: {error}\n")
+        _say(command, str(error))
         return 1
     except NotBuiltYet as error:
-        sys.stderr.write(f"presk {command}: not built yet: {error}\n")
+        _say(command, f"not built yet: {error}")
         return 2
     except RunError as error:
         return run_error(error)
     except PlanError as error:
         if error.code is None:
-            sys.stderr.write(f"presk {command}: {error.message}\n")
+            _say(command, error.message)
         else:
             print_diagnostics([Diagnostic(error.code, error.message)], sys.stderr)
         return 1
     except HostRunError as error:
         return run_error(RunError(str(error)))
     except HostError as error:
-        sys.stderr.write(f"presk {command}: not built yet: {error}\n")
+        _say(command, f"not built yet: {error}")
         return 2
     except ExportError as error:
-        sys.stderr.write(f"presk {command}: {error}\n")
+        _say(command, str(error))
         return 1
     except (CacheError, LoadError) as error:
-        sys.stderr.write(f"presk {command}: {error}\n")
+        _say(command, str(error))
         return 1
     except BuildError as error:
         sys.stderr.write(f"presk {command}: the C compiler failed: {error}\n")
@@ -320,6 +354,12 @@ def guard(command: str, body: Callable[[], int]) -> int:
     except RecursionError:
         sys.stderr.write(f"presk {command}: the program is nested too deeply to compile\n")
         return 1
+
+
+def _say(command: str, message: str) -> None:
+    """A command's failure as one line: what came from a file or a flag (a site's name,
+    a path) may hold newlines or escapes, which are shown escaped."""
+    sys.stderr.write(f"presk {command}: {printable(message)}\n")
 
 
 @dataclass(frozen=True)

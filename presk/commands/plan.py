@@ -11,11 +11,13 @@ how many points the model cannot tell from it (within 1 + u of its price).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from presk.commands.common import (
+    check_out_file,
     choose_entry,
     const_overrides,
     entry_args,
@@ -23,8 +25,8 @@ from presk.commands.common import (
     guard,
     realization_of,
     threads_of,
+    write_out,
 )
-from presk.data.format import DataError
 from presk.diagnostics import CommandError, UsageError, read_json
 from presk.host.plan import Plan, write
 from presk.kernel.layout import Layout
@@ -61,16 +63,53 @@ def main(args: argparse.Namespace) -> int:
     return guard(NAME, lambda: _plan(args))
 
 
-def layout_profile(path: str) -> Profile:
-    """The layout profile at `path` (CommandError: one line, if it is not one)."""
+def checked_profile(path: str, flag: str = "--profile") -> Profile:
+    """The profile at `path`, with constants the model may divide by and samples a fit
+    may take the logarithm of (CommandError: one line, if it is not one)."""
+    flagged = f"{flag} " if flag else ""  # a positional PROFILE has no flag to name
     try:
         profile = read(path)
     except ProfileError as error:
-        raise CommandError(f"--profile {error}") from None
+        raise CommandError(f"{flagged}{error}") from None
+    problem = _unusable(profile)
+    if problem is not None:
+        raise CommandError(f"{flagged}{path}: {problem}")
+    return profile
+
+
+def _unusable(profile: Profile) -> str | None:
+    """Why a profile read as one cannot price or be fitted again (None: it can). The
+    reader checks that each constant is a finite number; a rate of 0 or below would
+    divide by zero (or raise a negative to a fraction) in every price."""
+    fit = profile.fit
+    rates = {"beta_l2": fit.beta[0], "pi": min(fit.pi.values(), default=1.0)}
+    if profile.kind == "layout":  # a roofline reads π and β_L2 alone
+        rates |= {"beta_l3": fit.beta[1], "beta_mem": fit.beta[2], "q": fit.q}
+        rates |= {"rho": min(fit.rho.values(), default=1.0)}
+        rates |= {"alpha": min(fit.alpha.values(), default=1.0)}
+    for name, value in rates.items():
+        if not value > 0:
+            return f"`{name}` holds {value}, not a positive rate"
+    times = {"lambda_us": fit.lam_us, "spawn_us": fit.spawn_us, "sigma": fit.sigma}
+    times |= {"beta_strided": fit.beta_strided, "u": profile.u}
+    for name, value in times.items():
+        if value < 0:
+            return f"`{name}` is negative"
+    for i, sample in enumerate(profile.samples):
+        terms = [getattr(sample.features, f.name) for f in fields(sample.features)]
+        numbers = [t for t in terms if isinstance(t, int | float)]
+        if not sample.measured_us > 0 or not all(math.isfinite(t) and t >= 0 for t in numbers):
+            return f"sample {i} is not a positive time with finite, non-negative terms"
+    return None
+
+
+def layout_profile(path: str, flag: str = "--profile") -> Profile:
+    """The layout profile at `path` (CommandError: one line, if it is not one)."""
+    profile = checked_profile(path, flag)
     if profile.kind != "layout":
         raise CommandError(
-            f"--profile {path}: a {profile.kind} profile; layouts are priced by a layout "
-            "profile (presk bench --calibrate --space calib)"
+            f"{flag + ' ' if flag else ''}{path}: a {profile.kind} profile; layouts are "
+            "priced by a layout profile (presk bench --calibrate --space calib)"
         )
     return profile
 
@@ -91,6 +130,8 @@ def _realization_json(spec: str) -> object:
 
 def _plan(args: argparse.Namespace) -> int:
     start = time.perf_counter()
+    if args.out is not None:
+        check_out_file("--out", args.out)
     profile = layout_profile(args.profile)
     realization = realization_of(args.realize)
     if realization is None:
@@ -137,10 +178,7 @@ def _plan(args: argparse.Namespace) -> int:
     )
     plan = Plan(realization, layouts, _realization_json(args.realize))
     if args.out is not None:
-        try:
-            write(plan, args.out)
-        except (DataError, OSError) as error:
-            raise CommandError(f"--out {args.out}: {error}") from None
+        write_out("--out", args.out, lambda: write(plan, args.out))
     rows.append(f"-- wall time {time.perf_counter() - start:.3f} s")
     if args.out is not None:
         rows.append(f"-- plan written to {args.out}")
@@ -148,4 +186,4 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["HELP", "NAME", "add", "layout_profile", "main", "priced"]
+__all__ = ["HELP", "NAME", "add", "checked_profile", "layout_profile", "main", "priced"]

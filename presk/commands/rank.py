@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from presk.commands.common import guard
+from presk.commands.common import check_out_file, guard, write_out
 from presk.data.format import write_atomically
 from presk.diagnostics import CommandError, UsageError
 from presk.tune.rank import markdown, profile_u, rank
@@ -34,6 +34,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_out_file("--out", args.out)
     try:
         day1, day2 = read_day(args.day1), read_day(args.day2)
     except SweepError as error:
@@ -48,6 +50,6 @@ def _rank(args: argparse.Namespace) -> int:
         raise UsageError("the two sweeps measured the entry at different dims")
     text = markdown(rank(day1, day2, entry, profile_u(day1.meta.get("profile"))))
     if args.out is not None:
-        write_atomically(args.out, text.encode())
+        write_out("--out", args.out, lambda: write_atomically(args.out, text.encode()))
     sys.stdout.write(text)
     return 0

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from presk.commands.common import guard
+from presk.commands.common import check_out_file, guard, write_out
 from presk.commands.plan import layout_profile
-from presk.data.format import DataError
 from presk.diagnostics import CommandError
 from presk.tune.model import FORMS, fit_lines, fitted_profile, write
 
@@ -34,7 +33,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _refit(args: argparse.Namespace) -> int:
-    old = layout_profile(args.profile)
+    if args.out is not None:
+        check_out_file("--out", args.out)
+    old = layout_profile(args.profile, flag="")
     if not old.samples:
         raise CommandError(f"{args.profile}: no samples to fit")
     profile, _ = fitted_profile("layout", old.machine, list(old.samples), args.combine, old.fit)
@@ -44,10 +45,7 @@ def _refit(args: argparse.Namespace) -> int:
         *fit_lines(profile),
     ]
     if args.out is not None:
-        try:
-            write(profile, args.out)
-        except (DataError, OSError) as error:
-            raise CommandError(f"--out {args.out}: {error}") from None
+        write_out("--out", args.out, lambda: write(profile, args.out))
         out.append(f"-- profile written to {args.out}")
     sys.stdout.write("\n".join(out) + "\n")
     return 0

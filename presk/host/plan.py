@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from presk.data.format import write_atomically
 from presk.diagnostics import read_json
-from presk.host.realization import Realization, RealizationError, from_object
+from presk.host.realization import TYPES, Realization, RealizationError, from_object
 from presk.host.realization import parse as parse_realization
 from presk.kernel.layout import NO_SPLIT, Layout, Split
 
@@ -63,13 +63,18 @@ def from_json(doc: object, path: str = "<plan>") -> Plan:
             raise PlanError(f"{path}: unknown field `{key}` (a plan has realization and layout)")
     realization = None
     stated = doc.get("realization")
+    if isinstance(stated, str) and stated not in TYPES and not stated.startswith("@"):
+        said = json.dumps(stated)
+        raise PlanError(f"{path}: `realization` {said}: expected f64, f32, bf16 or @FILE")
     try:
         if isinstance(stated, str):
             realization = parse_realization(stated)
         elif stated is not None:
             realization = from_object(stated, path)
     except RealizationError as error:
-        raise PlanError(f"{path}: {error.message}", error.code) from None
+        # from_object's messages name the file already; an @FILE's name theirs.
+        said = error.message if error.message.startswith(path) else f"{path}: {error.message}"
+        raise PlanError(said, error.code) from None
     layouts = doc.get("layout", {})
     if not isinstance(layouts, dict):
         raise PlanError(f"{path}: `layout` is an object from sites to points")
@@ -77,9 +82,19 @@ def from_json(doc: object, path: str = "<plan>") -> Plan:
     return Plan(realization, points, stated)
 
 
-def _int(value: object, where: str) -> int:
+# Far above any tile, block, lane or worker count: a number past it is refused as it is
+# read, so no message or C text carries a number of thousands of digits.
+LARGEST = 2**31 - 1
+
+
+def _int(value: object, where: str, least: int = -LARGEST) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlanError(f"{where}: expected a whole number, not {json.dumps(value)}")
+    if abs(value) > LARGEST:
+        shown = value if abs(value) < 10**12 else "a number that large"
+        raise PlanError(f"{where}: {shown} is out of range")
+    if value < least:
+        raise PlanError(f"{where}: expected a whole number of at least {least}, not {value}")
     return value
 
 
@@ -113,7 +128,8 @@ def point_of(value: object, where: str) -> Layout:
         tile=tile,
         kblock=None if kblock is None else _int(kblock, f"{where} kblock"),
         order=order if isinstance(order, str) else None,
-        lanes=None if value.get("lanes") is None else _int(value["lanes"], f"{where} lanes"),
+        # Lanes of 0 or fewer would be read as one lane: refused, as a stated count.
+        lanes=None if value.get("lanes") is None else _int(value["lanes"], f"{where} lanes", 1),
         pack=pack,
         split=_split(value.get("split"), where),
         passes=None if value.get("passes") is None else _int(value["passes"], f"{where} passes"),

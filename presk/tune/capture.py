@@ -15,6 +15,7 @@ its product's sizes and whether operand 1 is consecutive along J.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,11 +26,13 @@ from presk.backends.native import CompiledEntry
 from presk.cgen.host import ProfiledLaunch
 from presk.dtypes import Dtype
 from presk.host.program import Joinable
+from presk.interp.reference import RunError
 from presk.interp.synth import draw_inputs
 from presk.kernel import ir
 from presk.kernel.layout import Layout, Nest, Split, space
 from presk.kernel.lower import Launch
 from presk.kernel.lower.layouts import nest_of
+from presk.machine import memory_bytes, size_text
 from presk.pipeline import Request, run_back_end
 
 
@@ -74,6 +77,20 @@ def capture(request: Request) -> Capture:
         for site, ((launch, dtype), *rest) in host.nests.items()
     )
     return Capture(nests, time.perf_counter() - start, dict(host.epilogues))
+
+
+def check_fits(nests: Iterable[Captured], what: str) -> None:
+    """Refuse (E7001) nests whose buffers, inputs and outputs together, this machine
+    cannot hold: `what` (a sweep, a calibration) draws them all at once, so they are
+    counted before any is allocated."""
+    buffers = [b for n in nests for b in (*n.launch.inputs, n.launch.output, *n.launch.outputs)]
+    needed = sum(b.size * (8 if b.dtype == "key" else _numpy(b.dtype).itemsize) for b in buffers)
+    available = memory_bytes()
+    if needed > available:
+        raise RunError(
+            f"{what} holds the nests' inputs and outputs at once, {size_text(needed)}; "
+            f"this machine has {size_text(available)}"
+        )
 
 
 class CaptureError(Exception):
@@ -165,6 +182,7 @@ __all__ = [
     "CaptureError",
     "Captured",
     "capture",
+    "check_fits",
     "points_of",
     "splits_for",
     "with_entry_inputs",

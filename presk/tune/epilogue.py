@@ -16,6 +16,7 @@ order.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
@@ -159,8 +160,10 @@ def _two_launches(
     operand in the add's order: what every point with the epilogue must equal."""
     (out,) = product.run(0, 1)
     operands = [p.add_operand, out] if p.pair.first else [out, p.add_operand]
+    # An output buffer holds at least one element, so an empty output (a dim of 0) is
+    # cut to its size before it takes the add's input's shape.
     shaped = [
-        harness.aligned(x.reshape(b.shape or (1,)))
+        harness.aligned(x.reshape(-1)[: math.prod(b.shape)].reshape(b.shape or (1,)))
         for x, b in zip(operands, add.nest.launch.inputs, strict=True)
     ]
     return replace(add, inputs=shaped).run(0, 1)

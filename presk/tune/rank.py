@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import statistics
 from dataclasses import dataclass, fields
 from typing import Any
 
+from presk.diagnostics import printable
 from presk.kernel.layout import Layout
 from presk.tune.model import plan_choice
 from presk.tune.sweep import Day, layout_of
@@ -195,7 +197,7 @@ def _m(
 ) -> tuple[str, str, str, str]:
     text = (
         "more than 90 % of the distinguished close pairs ranked right, "
-        f"`{entry}` at {config}, {dtype}"
+        f"{_code(entry)} at {_text(config)}, {_text(dtype)}"
     )
     if not predicted:
         return ("M", text, "no predictions (autotune without --profile)", "not measured")
@@ -205,7 +207,7 @@ def _m(
         d = sum(x.distinguished for x in c.values())
         r = sum(x.right for x in c.values())
         total, right = total + d, right + r
-        parts.append(f"`{nest}` {_percent(r, d)} of {d}")
+        parts.append(f"{_code(nest)} {_percent(r, d)} of {d}")
     if total < 1000:
         verdict = "inconclusive: fewer than 10³ distinguished pairs"
     else:
@@ -218,17 +220,16 @@ def _n(day1: Day, day2: Day, entry: str, config: str, dtype: str) -> tuple[str, 
     for day in (day1, day2):
         static = float(day.meta.get("captured_s", 0)) + float(day.meta.get("costed_s", 0))
         ratios.append(float(day.meta.get("measured_s", 0)) / static if static > 0 else 0.0)
-    text = f"choosing statically at least 10³× cheaper than the exhaustive sweep, `{entry}`"
-    measured = "; ".join(f"{config} {dtype} {r:.0f}×" for r in ratios)
+    text = f"choosing statically at least 10³× cheaper than the exhaustive sweep, {_code(entry)}"
+    measured = "; ".join(f"{_text(config)} {_text(dtype)} {r:.0f}×" for r in ratios)
     return ("N", text, measured, "**holds**" if min(ratios) >= 1000 else "**fails**")
 
 
 def _o(
     contractions: dict[str, list[Point]], predicted: bool, entry: str, u: float
 ) -> tuple[str, str, str, str]:
-    text = (
-        f"the model's pick within 1.25× of the best measured, every contraction nest of `{entry}`"
-    )
+    text = "the model's pick within 1.25× of the best measured, every contraction nest of "
+    text += _code(entry)
     if not predicted or not contractions:
         return ("O", text, "no predictions (autotune without --profile)", "not measured")
     parts, worst = [], 0.0
@@ -237,7 +238,7 @@ def _o(
         pick = pts[plan_choice([p.layout for p in pts], costs, u)]
         ratio = pick.median / min(p.median for p in pts)
         worst = max(worst, ratio)
-        parts.append(f"`{nest}` {ratio:.2f}")
+        parts.append(f"{_code(nest)} {ratio:.2f}")
     return ("O", text, "; ".join(parts), "**holds**" if worst <= 1.25 else "**fails**")
 
 
@@ -252,7 +253,7 @@ def _p(by_nest: dict[str, list[Point]], entry: str) -> tuple[str, str, str, str]
             continue
         ratio = default.median / min(p.median for p in pts)
         worst = min(worst, ratio)
-        parts.append(f"`{nest}` {ratio:.2f}×")
+        parts.append(f"{_code(nest)} {ratio:.2f}×")
     if not parts:
         return ("P", text, "—", "not measured")
     return ("P", text, "; ".join(parts), "**holds**" if worst >= 3 else "**fails**")
@@ -283,7 +284,7 @@ def _q(
         holds = holds and ok
         rows.append(
             [
-                f"`{nest}`",
+                _code(nest),
                 str(len(pts)),
                 str(len(candidates)),
                 f"{regret:.2f}",
@@ -295,6 +296,27 @@ def _q(
     worst = max(rows, key=lambda r: float(r[3]))
     measured = f"{len(rows)} contraction nests; worst regret {worst[3]} ({worst[0]})"
     return ("Q", text, measured, "**holds**" if holds else "**fails**"), rows
+
+
+def _line(value: object) -> str:
+    """A string from a sweep (an entry, a nest, dims, a realization's @FILE) as one
+    line of printable text: a table row ends at a newline."""
+    return " ".join(printable(str(value)).split())
+
+
+def _text(value: object) -> str:
+    """A sweep's string as plain text in a table cell, its Markdown escaped (a row splits
+    at every unescaped pipe)."""
+    return re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", _line(value))
+
+
+def _code(value: object) -> str:
+    """A sweep's name as code in a table cell: fenced by more backticks than it holds
+    in a run, so its own cannot end the code; a pipe is escaped even there."""
+    body = _line(value).replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", body)), default=0))
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def markdown(report: Report) -> str:

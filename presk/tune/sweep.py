@@ -16,6 +16,7 @@ one nest's points.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from presk.data.format import write_atomically
-from presk.host.plan import point_of
+from presk.host.plan import PlanError, point_of
 from presk.kernel.layout import Layout
 from presk.tune import harness
 from presk.tune.capture import Capture, Captured, points_of
@@ -141,16 +142,31 @@ def sweep(
     return out, costed, time.perf_counter() - start - costed - interpreted, interpreted
 
 
+# What every sweep's meta.json states: a directory whose meta.json lacks them is not one
+# presk wrote, whatever the file's name (a data set's own meta.json is left alone).
+META_KEYS = ("file", "entry", "dims", "space", "repeat")
+
+
 def check_day(directory: str) -> None:
     """Refuse a directory presk did not write as a sweep (nothing of it is replaced)."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise SweepError(f"--out {directory}: a file, not a directory")
     if os.path.isdir(directory) and os.listdir(directory):
-        if not os.path.isfile(os.path.join(directory, META)):
+        if not _is_meta(os.path.join(directory, META)):
             raise SweepError(
                 f"--out {directory}: a directory with files presk did not write as a sweep "
-                f"(no {META}); give an empty or new directory"
+                f"(no sweep's {META}); give an empty or new directory"
             )
+
+
+def _is_meta(path: str) -> bool:
+    """Whether `path` is a meta.json as a sweep writes it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            meta = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(meta, dict) and all(key in meta for key in META_KEYS)
 
 
 class SweepError(Exception):
@@ -202,21 +218,77 @@ def read_day(directory: str) -> Day:
         for name in sorted(os.listdir(directory)):
             if not name.endswith(".jsonl") or name == EPILOGUES:
                 continue
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            path = os.path.join(directory, name)
+            with open(path, encoding="utf-8") as handle:
                 lines = [json.loads(line) for line in handle if line.strip()]
             if lines:
-                nests[str(lines[0]["nest"])] = lines
+                site = _nest_lines(lines, path)
+                if site in nests:
+                    raise SweepError(f"{path}: a second file of nest {site}")
+                nests[site] = lines
     except OSError as error:
         raise SweepError(
             f"{directory}: not a sweep of `presk autotune` ({error.strerror})"
         ) from None
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (ValueError, RecursionError) as error:  # not JSON, or not UTF-8
         raise SweepError(
             f"{directory}: a sweep file is not as autotune writes it ({error})"
         ) from None
     if not isinstance(meta, dict):
         raise SweepError(f"{meta_path}: not a sweep's description")
+    _check_meta(meta, meta_path)
     return Day(directory, meta, nests)
+
+
+def _check_meta(meta: dict[str, Any], path: str) -> None:
+    """The fields rank and reprice read, of the kinds autotune writes."""
+    for key, kind in (("entry", str), ("dims", dict)):
+        if not isinstance(meta.get(key), kind):
+            raise SweepError(f"{path}: `{key}` is missing or not as autotune writes it")
+    for key in ("repeat", "captured_s", "costed_s", "measured_s"):
+        if key in meta and not _time(meta[key]):
+            raise SweepError(f"{path}: `{key}` is not a finite number of 0 or more")
+
+
+def _time(value: object) -> bool:
+    """A time or a count as a sweep writes one: a finite number, not negative."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+# What every line of a sweep holds (a time or a verdict may be null: a refused point's).
+LINE_KEYS = ("nest", "index", "point", "median_us", "mad_us", "predicted_us", "same")
+
+
+def _nest_lines(lines: list[Any], path: str) -> str:
+    """The nest a file's lines measure; SweepError for a line not as a sweep writes it
+    (rank and reprice read these fields without asking again)."""
+    site = lines[0].get("nest") if isinstance(lines[0], dict) else None
+    for n, line in enumerate(lines, 1):
+        where = f"{path} line {n}"
+        if not isinstance(line, dict) or line.get("nest") != site or not isinstance(site, str):
+            raise SweepError(f"{where}: not a point of the file's nest")
+        missing = [key for key in LINE_KEYS if key not in line]
+        if missing:
+            raise SweepError(f"{where}: no `{missing[0]}`")
+        index = line.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise SweepError(f"{where}: `index` is not a whole number")
+        for key in ("median_us", "mad_us", "predicted_us"):
+            if line.get(key) is not None and not _time(line[key]):
+                raise SweepError(f"{where}: `{key}` is not a finite time")
+        times = line.get("times_us", [])
+        if not isinstance(times, list) or not all(_time(t) for t in times):
+            raise SweepError(f"{where}: `times_us` is not a list of finite times")
+        for key in ("same", "interp_same"):
+            if line.get(key) is not None and not isinstance(line[key], bool):
+                raise SweepError(f"{where}: `{key}` is not true, false or null")
+        try:
+            point_of(line.get("point"), where)
+        except PlanError as error:
+            raise SweepError(error.message) from None
+    return str(site)
 
 
 def layout_of(line: dict[str, Any]) -> Layout:

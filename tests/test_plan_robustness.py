@@ -1,0 +1,266 @@
+"""The layout-plan commands on bad input: one line, the right exit code, nothing lost.
+
+`--plan @FILE` (read by `dump`, `run`, `bench`), the profiles of `plan`, `autotune`,
+`reprice`, `refit` and `bench --calibrate`, the sweep directories `rank` and `reprice`
+read, and every output path (`plan --out`, `rank --out`, `refit --out`, `autotune --out`
+and `--out-plan`, the calibration's profile): a malformed one is refused with one line
+and no traceback or "internal error", before anything is timed or allocated, and a
+user's files are left as they were. `rank`'s Markdown escapes what a sweep names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, run_presk
+
+ATTEND = ("tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=2", "--dim", "T=8")
+LINEAR = ("tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "B=2")
+PROFILE = REPO_ROOT / "out" / "layout.json"
+
+
+def one_line_failure(code: int, err: str, expected: int) -> None:
+    assert code == expected, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "internal error" not in err and "Traceback" not in err and "\x1b" not in err, err
+
+
+def _write(path: Path, doc: object) -> str:
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return str(path)
+
+
+# ---------------------------------------------------------------- plan files
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"layout": {"scores/%2": {"tile": [1' + "0" * 5000 + ", 4]}}}", "too many digits"),
+        ('{"layout": {"scores/%2": {"form": "tiled", "lanes": 0}}}', "at least 1, not 0"),
+        ('{"layout": {"scores/%2": {"form": "tiled", "lanes": -4}}}', "at least 1, not -4"),
+        ('{"layout": {"scores/%4": {"lanes": 0}}}', "at least 1, not 0"),
+        ('{"layout": {"scores/%2": {"kblock": 1' + "0" * 40 + "}}}", "out of range"),
+        ('{"layout": {"scores/%2": {"split": {"depth": 1' + "0" * 40 + ', "workers": 2}}}}',
+         "out of range"),
+        ('{"realization": "f128", "layout": {}}', '`realization` "f128": expected'),
+        ('{"realization": {"default": "f32", "zz": 1}, "layout": {}}', "unknown field `zz`"),
+    ],
+)  # fmt: skip
+def test_a_malformed_plan_is_one_line_exit_2(tmp_path: Path, text: str, message: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(text, encoding="utf-8")
+    code, out, err = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", f"@{plan}")
+    one_line_failure(code, err, 2)
+    assert message in err and out == "", err
+    assert err.count(str(plan)) == 1, err  # the file named once, not twice
+
+
+def test_a_plan_site_name_is_shown_escaped(tmp_path: Path) -> None:
+    plan = _write(tmp_path / "p.json", {"layout": {"a\x1b[31m\nb/%2": {}}})
+    code, _, err = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", f"@{plan}")
+    one_line_failure(code, err, 1)
+    assert "a\\x1b[31m\\nb/%2" in err, err
+
+
+def test_bench_reads_a_plan_as_the_other_commands_do(tmp_path: Path) -> None:
+    plan = _write(tmp_path / "p.json", [])
+    code, _, err = run_presk("bench", *LINEAR, "--repeat", "1", "--plan", f"@{plan}")
+    one_line_failure(code, err, 2)
+    good = _write(tmp_path / "good.json", {"layout": {}})
+    code, _, err = run_presk(
+        "bench", *LINEAR, "--plan", f"@{good}", "--calibrate", str(tmp_path / "c.json")
+    )
+    one_line_failure(code, err, 2)
+    assert "drop --plan" in err and not (tmp_path / "c.json").exists()
+
+
+# ---------------------------------------------------------------- profiles
+
+
+def _profile(tmp_path: Path, change: str) -> str:
+    doc = json.loads(PROFILE.read_text(encoding="utf-8"))
+    doc["samples"] = doc["samples"][:3]
+    match change:
+        case "pi0":
+            doc["fit"]["pi"] = {g: 0 for g in doc["fit"]["pi"]}
+        case "rho-":
+            doc["fit"]["rho"] = {g: -1e9 for g in doc["fit"]["rho"]}
+        case "q0":
+            doc["fit"]["q"] = 0
+        case "beta0":
+            doc["fit"]["beta_mem"] = 0
+        case "u-":
+            doc["u"] = -1
+        case "sample-":
+            doc["samples"][0]["measured_us"] = -5
+        case "roofline":
+            doc["kind"] = "roofline"
+    return _write(tmp_path / f"{change}.json", doc)
+
+
+BAD_PROFILES = ["pi0", "rho-", "q0", "beta0", "u-", "sample-"]
+
+
+@pytest.mark.skipif(not PROFILE.exists(), reason="needs out/layout.json")
+@pytest.mark.parametrize("change", BAD_PROFILES)
+def test_a_profile_the_model_cannot_divide_by_is_refused(tmp_path: Path, change: str) -> None:
+    bad = _profile(tmp_path, change)
+    code, _, err = run_presk("plan", *ATTEND, "--profile", bad)
+    one_line_failure(code, err, 1)
+    assert bad in err
+    code, _, err = run_presk("refit", bad, "--combine", "sum", "--out", str(tmp_path / "o.json"))
+    one_line_failure(code, err, 1)
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.skipif(not PROFILE.exists(), reason="needs out/layout.json")
+@pytest.mark.parametrize("change", ["pi0", "roofline"])
+def test_autotune_refuses_its_profile_before_the_sweep(tmp_path: Path, change: str) -> None:
+    day = tmp_path / "day"
+    code, _, err = run_presk(
+        "autotune", *LINEAR, "--out", str(day), "--profile", _profile(tmp_path, change)
+    )
+    one_line_failure(code, err, 1)
+    assert not day.exists()
+
+
+def test_a_calibration_refuses_a_broken_profile_before_timing(tmp_path: Path) -> None:
+    if not PROFILE.exists():
+        pytest.skip("needs out/layout.json")
+    bad = _profile(tmp_path, "sample-")
+    before = Path(bad).read_bytes()
+    code, out, err = run_presk("bench", *LINEAR, "--calibrate", bad, "--space", "calib")
+    one_line_failure(code, err, 1)
+    assert out == "" and Path(bad).read_bytes() == before
+
+
+# ---------------------------------------------------------------- output paths
+
+
+@pytest.mark.parametrize("where", [".", "mine", "missing/p.json", ""])
+def test_an_output_file_is_checked_before_any_work(tmp_path: Path, where: str) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep", encoding="utf-8")
+    source = [str(REPO_ROOT / a) if a.endswith(".psk") else a for a in LINEAR]
+    runs = [
+        ("bench", *source, "--calibrate", where),
+        ("autotune", *source, "--out", "day", "--out-plan", where),
+    ]
+    if PROFILE.exists():
+        runs += [
+            ("plan", *source, "--profile", str(PROFILE), "--out", where),
+            ("refit", str(PROFILE), "--combine", "sum", "--out", where),
+        ]
+    for argv in runs:
+        code, out, err = run_presk(*argv, cwd=tmp_path)
+        one_line_failure(code, err, 2)
+        assert out == "", argv
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_autotune_leaves_a_directory_with_its_own_meta_json(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text('{"rows": 3}', encoding="utf-8")
+    (data / "epilogues.jsonl").write_text('{"a": 1}\n', encoding="utf-8")
+    code, _, err = run_presk("autotune", *LINEAR, "--repeat", "1", "--out", str(data))
+    one_line_failure(code, err, 1)
+    assert (data / "meta.json").read_text(encoding="utf-8") == '{"rows": 3}'
+    assert (data / "epilogues.jsonl").read_text(encoding="utf-8") == '{"a": 1}\n'
+
+
+def test_autotune_counts_the_nests_buffers_before_drawing_them(tmp_path: Path) -> None:
+    day = tmp_path / "day"
+    code, _, err = run_presk(
+        "autotune", *LINEAR[:3], "--dim", "B=100000000000", "--inputs", "drawn",
+        "--out", str(day),
+    )  # fmt: skip
+    one_line_failure(code, err, 1)
+    assert "E7001" in err and "this machine has" in err and not day.exists()
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small sweep of Linear at B=0 (its empty product joins its add, as an epilogue)."""
+    path = tmp_path_factory.mktemp("sweep") / "day"
+    code, out, err = run_presk(
+        "autotune", *LINEAR[:3], "--dim", "B=0", "--repeat", "1", "--inputs", "drawn",
+        "--out", str(path),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "as its epilogue" in out
+    return path
+
+
+def _mutated(day: Path, tmp_path: Path, change: str) -> Path:
+    copy = tmp_path / change
+    shutil.copytree(day, copy)
+    nest = copy / "Linear.apply__3.jsonl"
+    lines = [json.loads(x) for x in nest.read_text(encoding="utf-8").splitlines()]
+    match change:
+        case "not-utf8":
+            nest.write_bytes(nest.read_bytes() + b"\xff\xfe\n")
+            return copy
+        case "a-list":
+            lines.append([1, 2])
+        case "nan":
+            lines[0]["median_us"] = float("nan")
+        case "a-string":
+            lines[0]["median_us"] = "fast"
+        case "no-point":
+            del lines[0]["point"]
+        case "no-median":
+            del lines[-1]["median_us"]
+        case "two-nests":
+            lines[1]["nest"] = "Linear.apply/%5"
+        case "no-entry":
+            meta = json.loads((copy / "meta.json").read_text(encoding="utf-8"))
+            del meta["entry"]
+            _write(copy / "meta.json", meta)
+    nest.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["not-utf8", "a-list", "nan", "a-string", "no-point", "no-median", "two-nests", "no-entry"],
+)
+def test_a_malformed_sweep_is_one_line(day: Path, tmp_path: Path, change: str) -> None:
+    bad = _mutated(day, tmp_path, change)
+    code, _, err = run_presk("rank", str(day), str(bad))
+    one_line_failure(code, err, 1)
+    if PROFILE.exists():
+        code, _, err = run_presk("reprice", str(bad), "--profile", str(PROFILE))
+        one_line_failure(code, err, 1)
+
+
+def test_rank_out_is_checked_and_its_markdown_escaped(day: Path, tmp_path: Path) -> None:
+    code, _, err = run_presk("rank", str(day), str(day), "--out", str(tmp_path))
+    one_line_failure(code, err, 2)
+    code, _, err = run_presk("rank", str(day), str(day), "--out", str(tmp_path / "no" / "r.md"))
+    one_line_failure(code, err, 2)
+    odd = tmp_path / "odd"
+    shutil.copytree(day, odd)
+    meta = json.loads((odd / "meta.json").read_text(encoding="utf-8"))
+    _write(odd / "meta.json", {**meta, "entry": "a|b`c\nd", "dims": {"B|x": "0\n|"}})
+    for nest in odd.glob("Linear*.jsonl"):
+        lines = [json.loads(x) for x in nest.read_text(encoding="utf-8").splitlines()]
+        text = "".join(json.dumps({**x, "nest": x["nest"] + "|`x`"}) + "\n" for x in lines)
+        nest.write_text(text, encoding="utf-8")
+    report = tmp_path / "rank.md"
+    code, _, err = run_presk("rank", str(odd), str(odd), "--out", str(report))
+    assert code == 0, err
+    rows = [r for r in report.read_text(encoding="utf-8").splitlines() if r.startswith("|")]
+    # Every row of a table has its header's cells: no name's pipe splits one.
+    cells = [len(re.findall(r"(?<!\\)\|", r)) for r in rows]
+    assert set(cells) <= {5, 8}, rows
+    assert "a\\|b" in report.read_text(encoding="utf-8")
