@@ -137,16 +137,33 @@ class CommandError(Exception):
     """A failure outside the program, such as a file that cannot be read: one line, exit 1."""
 
 
+class _Twice(ValueError):
+    """An object of a JSON document naming a key twice."""
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose keys are each named once: of two, json would keep the last
+    silently, and a plan or profile meant the other as often as not."""
+    doc: dict[str, object] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise _Twice(f"the key {json.dumps(key)} twice in one object")
+        doc[key] = value
+    return doc
+
+
 def read_json(path: str, where: str, error: Callable[[str], Exception]) -> object:
     """The JSON document in the file at `path`. If it cannot be read or is not JSON,
     raises `error` of one line that starts with `where` (the flag and the file)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            doc: object = json.load(handle)
+            doc: object = json.load(handle, object_pairs_hook=_once)
     except OSError as failure:
         raise error(f"{where}: {failure.strerror or failure}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as failure:
         raise error(f"{where}: not JSON ({failure})") from None
+    except _Twice as failure:
+        raise error(f"{where}: not JSON that presk reads ({failure})") from None
     except ValueError:  # a number past Python's limit of digits
         raise error(f"{where}: not JSON that presk reads (a number of too many digits)") from None
     except RecursionError:

@@ -20,7 +20,6 @@ from conftest import REPO_ROOT, run_presk
 
 ATTEND = ("tutorial/03_attention.psk", "--entry", "attend", "--dim", "B=2", "--dim", "T=8")
 LINEAR = ("tutorial/01_linear.psk", "--entry", "Linear{3, 2}.apply", "--dim", "B=2")
-PROFILE = REPO_ROOT / "out" / "layout.json"
 
 
 def one_line_failure(code: int, err: str, expected: int) -> None:
@@ -82,8 +81,20 @@ def test_bench_reads_a_plan_as_the_other_commands_do(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- profiles
 
 
-def _profile(tmp_path: Path, change: str) -> str:
-    doc = json.loads(PROFILE.read_text(encoding="utf-8"))
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A layout profile of a tiny GEMM, calibrated on one worker."""
+    path = tmp_path_factory.mktemp("profile") / "layout.json"
+    code, _, err = run_presk(
+        "bench", "experiments/gemm.psk", "--entry", "gemm", "--dim", "N=16", "--realize",
+        "f32", "--calibrate", str(path), "--space", "calib", "--repeat", "1", "--threads", "1",
+    )  # fmt: skip
+    assert code == 0, err
+    return path
+
+
+def _profile(profile: Path, tmp_path: Path, change: str) -> str:
+    doc = json.loads(profile.read_text(encoding="utf-8"))
     doc["samples"] = doc["samples"][:3]
     match change:
         case "pi0":
@@ -106,10 +117,11 @@ def _profile(tmp_path: Path, change: str) -> str:
 BAD_PROFILES = ["pi0", "rho-", "q0", "beta0", "u-", "sample-"]
 
 
-@pytest.mark.skipif(not PROFILE.exists(), reason="needs out/layout.json")
 @pytest.mark.parametrize("change", BAD_PROFILES)
-def test_a_profile_the_model_cannot_divide_by_is_refused(tmp_path: Path, change: str) -> None:
-    bad = _profile(tmp_path, change)
+def test_a_profile_the_model_cannot_divide_by_is_refused(
+    profile: Path, tmp_path: Path, change: str
+) -> None:
+    bad = _profile(profile, tmp_path, change)
     code, _, err = run_presk("plan", *ATTEND, "--profile", bad)
     one_line_failure(code, err, 1)
     assert bad in err
@@ -118,21 +130,21 @@ def test_a_profile_the_model_cannot_divide_by_is_refused(tmp_path: Path, change:
     assert not (tmp_path / "o.json").exists()
 
 
-@pytest.mark.skipif(not PROFILE.exists(), reason="needs out/layout.json")
 @pytest.mark.parametrize("change", ["pi0", "roofline"])
-def test_autotune_refuses_its_profile_before_the_sweep(tmp_path: Path, change: str) -> None:
+def test_autotune_refuses_its_profile_before_the_sweep(
+    profile: Path, tmp_path: Path, change: str
+) -> None:
     day = tmp_path / "day"
-    code, _, err = run_presk(
-        "autotune", *LINEAR, "--out", str(day), "--profile", _profile(tmp_path, change)
-    )
+    bad = _profile(profile, tmp_path, change)
+    code, _, err = run_presk("autotune", *LINEAR, "--out", str(day), "--profile", bad)
     one_line_failure(code, err, 1)
     assert not day.exists()
 
 
-def test_a_calibration_refuses_a_broken_profile_before_timing(tmp_path: Path) -> None:
-    if not PROFILE.exists():
-        pytest.skip("needs out/layout.json")
-    bad = _profile(tmp_path, "sample-")
+def test_a_calibration_refuses_a_broken_profile_before_timing(
+    profile: Path, tmp_path: Path
+) -> None:
+    bad = _profile(profile, tmp_path, "sample-")
     before = Path(bad).read_bytes()
     code, out, err = run_presk("bench", *LINEAR, "--calibrate", bad, "--space", "calib")
     one_line_failure(code, err, 1)
@@ -143,19 +155,18 @@ def test_a_calibration_refuses_a_broken_profile_before_timing(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("where", [".", "mine", "missing/p.json", ""])
-def test_an_output_file_is_checked_before_any_work(tmp_path: Path, where: str) -> None:
+def test_an_output_file_is_checked_before_any_work(
+    profile: Path, tmp_path: Path, where: str
+) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep", encoding="utf-8")
     source = [str(REPO_ROOT / a) if a.endswith(".psk") else a for a in LINEAR]
     runs = [
         ("bench", *source, "--calibrate", where),
         ("autotune", *source, "--out", "day", "--out-plan", where),
+        ("plan", *source, "--profile", str(profile), "--out", where),
+        ("refit", str(profile), "--combine", "sum", "--out", where),
     ]
-    if PROFILE.exists():
-        runs += [
-            ("plan", *source, "--profile", str(PROFILE), "--out", where),
-            ("refit", str(PROFILE), "--combine", "sum", "--out", where),
-        ]
     for argv in runs:
         code, out, err = run_presk(*argv, cwd=tmp_path)
         one_line_failure(code, err, 2)
@@ -234,13 +245,14 @@ def _mutated(day: Path, tmp_path: Path, change: str) -> Path:
     "change",
     ["not-utf8", "a-list", "nan", "a-string", "no-point", "no-median", "two-nests", "no-entry"],
 )
-def test_a_malformed_sweep_is_one_line(day: Path, tmp_path: Path, change: str) -> None:
+def test_a_malformed_sweep_is_one_line(
+    profile: Path, day: Path, tmp_path: Path, change: str
+) -> None:
     bad = _mutated(day, tmp_path, change)
     code, _, err = run_presk("rank", str(day), str(bad))
     one_line_failure(code, err, 1)
-    if PROFILE.exists():
-        code, _, err = run_presk("reprice", str(bad), "--profile", str(PROFILE))
-        one_line_failure(code, err, 1)
+    code, _, err = run_presk("reprice", str(bad), "--profile", str(profile))
+    one_line_failure(code, err, 1)
 
 
 def test_rank_out_is_checked_and_its_markdown_escaped(day: Path, tmp_path: Path) -> None:
@@ -264,3 +276,44 @@ def test_rank_out_is_checked_and_its_markdown_escaped(day: Path, tmp_path: Path)
     cells = [len(re.findall(r"(?<!\\)\|", r)) for r in rows]
     assert set(cells) <= {5, 8}, rows
     assert "a\\|b" in report.read_text(encoding="utf-8")
+
+
+def test_a_sweep_reads_and_replaces_only_the_files_its_meta_names(
+    profile: Path, day: Path, tmp_path: Path
+) -> None:
+    again = tmp_path / "again"
+    shutil.copytree(day, again)
+    meta = json.loads((again / "meta.json").read_text(encoding="utf-8"))
+    ours = sorted(meta["nests"])
+    assert ours == sorted(p.name for p in again.glob("*.jsonl") if p.name != "epilogues.jsonl")
+    # A nest file an earlier sweep wrote (its meta.json named it), and a user's file.
+    stale = json.loads((again / ours[0]).read_text(encoding="utf-8").splitlines()[0])
+    stale_line = json.dumps({**stale, "nest": "gone/%9"}) + "\n"
+    (again / "gone__9.jsonl").write_text(stale_line, encoding="utf-8")
+    (again / "notes.jsonl").write_text(stale_line, encoding="utf-8")
+    _write(again / "meta.json", {**meta, "nests": [*ours, "gone__9.jsonl"]})
+    code, _, err = run_presk("reprice", str(again), "--profile", str(profile))
+    assert code == 1 and "gone/%9" in err, err  # read: its meta.json names it
+    _write(again / "meta.json", meta)
+    code, out, err = run_presk("rank", str(again), str(day))
+    assert code == 0 and "gone" not in out, err  # a file the meta.json does not name
+    _write(again / "meta.json", {**meta, "nests": [*ours, "gone__9.jsonl"]})
+    code, _, err = run_presk(
+        "autotune", *LINEAR[:3], "--dim", "B=0", "--repeat", "1", "--inputs", "drawn",
+        "--out", str(again),
+    )  # fmt: skip
+    assert code == 0, err
+    assert not (again / "gone__9.jsonl").exists()  # the earlier sweep's, replaced
+    assert (again / "notes.jsonl").read_text(encoding="utf-8") == stale_line
+    for listed in (["../x.jsonl"], "all", [3]):
+        _write(again / "meta.json", {**meta, "nests": listed})
+        code, _, err = run_presk("rank", str(again), str(day))
+        one_line_failure(code, err, 1)
+
+
+def test_a_key_named_twice_is_refused(tmp_path: Path) -> None:
+    plan = tmp_path / "twice.json"
+    plan.write_text('{"layout": {"scores/%2": {"lanes": 4, "lanes": 1}}}', encoding="utf-8")
+    code, _, err = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", f"@{plan}")
+    one_line_failure(code, err, 2)
+    assert 'the key "lanes" twice' in err, err

@@ -12,23 +12,21 @@ new prices and the recorded times, which `presk rank` then reads.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 import time
 from typing import Any
 
 from presk.commands.common import choose_entry, const_overrides, guard, realization_of
 from presk.commands.plan import layout_profile
-from presk.data.format import DataError, write_atomically
+from presk.data.format import DataError
 from presk.diagnostics import CommandError, UsageError
 from presk.host.plan import PlanError
 from presk.pipeline import Request, front_end
 from presk.tune.capture import capture
 from presk.tune.model import plan_choice, spearman
 from presk.tune.pricing import Pricer
-from presk.tune.sweep import META, Day, SweepError, check_day, layout_of, nest_file, read_day
+from presk.tune.sweep import META, Day, SweepError, check_day, layout_of, read_day, write_lines
 
 NAME = "reprice"
 HELP = "Price the points of a recorded day again under another profile, their times copied"
@@ -128,23 +126,19 @@ def _reprice(args: argparse.Namespace) -> int:
         f"{args.profile} in {time.perf_counter() - start:.3f} s; nothing measured"
     )
     if args.out is not None:
-        _write(args.out, {**day.meta, "profile": args.profile}, written)
+        _write(args.out, day, {**day.meta, "profile": args.profile}, written)
         out.append(f"-- the day written again to {args.out}")
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 
 
-def _write(directory: str, meta: dict[str, Any], nests: dict[str, list[dict[str, Any]]]) -> None:
+def _write(directory: str, day: Day, meta: dict[str, Any], nests: dict[str, Any]) -> None:
     try:
-        os.makedirs(directory, exist_ok=True)
-        for site, lines in nests.items():
-            text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
-            write_atomically(os.path.join(directory, nest_file(site)), text.encode())
-        write_atomically(
-            os.path.join(directory, META), (json.dumps(meta, indent=2) + "\n").encode()
-        )
+        write_lines(directory, meta, nests, day.epilogues)
     except (DataError, OSError) as error:
         raise CommandError(f"--out {directory}: {error}") from None
+    except SweepError as error:
+        raise CommandError(str(error)) from None
 
 
 __all__ = ["HELP", "NAME", "add", "main"]

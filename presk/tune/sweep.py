@@ -32,6 +32,7 @@ from presk.tune.capture import Capture, Captured, points_of
 
 META = "meta.json"
 EPILOGUES = "epilogues.jsonl"
+NESTS = "nests"  # meta.json's list of the sweep's nest files
 
 
 def nest_file(site: str) -> str:
@@ -184,20 +185,60 @@ def write_day(
     epilogues: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     """The sweep's files, each written whole; returns the nests' file paths."""
+    lines = {result.nest.site: result.lines for result in nests}
+    return write_lines(directory, meta, lines, epilogues)
+
+
+def write_lines(
+    directory: str,
+    meta: dict[str, Any],
+    nests: dict[str, list[dict[str, Any]]],
+    epilogues: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """A sweep's files from its lines by site, each written whole, meta.json last and
+    naming the nest files it covers; then the files of the sweep written there before
+    that this one did not write again are removed (presk's own, named by its meta.json),
+    so a later read never takes an earlier sweep's nest for this one's."""
     check_day(directory)
+    before = _listed(directory)
     os.makedirs(directory, exist_ok=True)
     paths = []
-    for result in nests:
-        path = os.path.join(directory, nest_file(result.nest.site))
-        write_atomically(path, _lines(result.lines))
+    for site, nest_lines in nests.items():
+        path = os.path.join(directory, nest_file(site))
+        write_atomically(path, _lines(nest_lines))
         paths.append(path)
     joined = os.path.join(directory, EPILOGUES)
     if epilogues:
         write_atomically(joined, _lines(epilogues))
     elif os.path.isfile(joined):  # a sweep before this one's (check_day: presk's directory)
         os.remove(joined)
-    write_atomically(os.path.join(directory, META), (json.dumps(meta, indent=2) + "\n").encode())
+    names = sorted(os.path.basename(path) for path in paths)
+    text = json.dumps({**meta, NESTS: names}, indent=2) + "\n"
+    write_atomically(os.path.join(directory, META), text.encode())
+    for stale in sorted(set(before) - set(names)):
+        path = os.path.join(directory, stale)
+        if os.path.isfile(path):
+            os.remove(path)
     return paths
+
+
+def _listed(directory: str) -> list[str]:
+    """The nest files the sweep in `directory` wrote, as its meta.json names them (none
+    for a sweep from before the list, or no sweep): plain names of .jsonl files only."""
+    try:
+        with open(os.path.join(directory, META), encoding="utf-8") as handle:
+            names = json.load(handle).get(NESTS)
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return []
+    if not isinstance(names, list):
+        return []
+    return [n for n in names if isinstance(n, str) and _nest_name(n)]
+
+
+def _nest_name(name: str) -> bool:
+    """Whether `name` is a file name a sweep gives a nest (no directory, no other file)."""
+    plain = name == os.path.basename(name) and name not in ("", ".", "..")
+    return plain and name.endswith(".jsonl") and name != EPILOGUES
 
 
 @dataclass(frozen=True)
@@ -207,6 +248,7 @@ class Day:
     path: str
     meta: dict[str, Any]
     nests: dict[str, list[dict[str, Any]]]
+    epilogues: list[dict[str, Any]] = field(default_factory=list)  # as autotune wrote them
 
 
 def read_day(directory: str) -> Day:
@@ -215,8 +257,15 @@ def read_day(directory: str) -> Day:
         with open(meta_path, encoding="utf-8") as handle:
             meta = json.load(handle)
         nests: dict[str, list[dict[str, Any]]] = {}
-        for name in sorted(os.listdir(directory)):
-            if not name.endswith(".jsonl") or name == EPILOGUES:
+        listed = meta.get(NESTS) if isinstance(meta, dict) else None
+        if listed is not None and not (
+            isinstance(listed, list) and all(isinstance(n, str) and _nest_name(n) for n in listed)
+        ):
+            raise SweepError(f"{meta_path}: `{NESTS}` is not a list of nest files")
+        # A sweep from before meta.json listed its files: every .jsonl but the epilogues'.
+        names = listed if listed is not None else sorted(os.listdir(directory))
+        for name in names:
+            if not _nest_name(name):
                 continue
             path = os.path.join(directory, name)
             with open(path, encoding="utf-8") as handle:
@@ -226,6 +275,11 @@ def read_day(directory: str) -> Day:
                 if site in nests:
                     raise SweepError(f"{path}: a second file of nest {site}")
                 nests[site] = lines
+        joined = os.path.join(directory, EPILOGUES)
+        epilogues = []
+        if os.path.isfile(joined):
+            with open(joined, encoding="utf-8") as handle:
+                epilogues = [json.loads(line) for line in handle if line.strip()]
     except OSError as error:
         raise SweepError(
             f"{directory}: not a sweep of `presk autotune` ({error.strerror})"
@@ -237,7 +291,7 @@ def read_day(directory: str) -> Day:
     if not isinstance(meta, dict):
         raise SweepError(f"{meta_path}: not a sweep's description")
     _check_meta(meta, meta_path)
-    return Day(directory, meta, nests)
+    return Day(directory, meta, nests, epilogues)
 
 
 def _check_meta(meta: dict[str, Any], path: str) -> None:
@@ -310,4 +364,5 @@ __all__ = [
     "read_day",
     "sweep",
     "write_day",
+    "write_lines",
 ]
