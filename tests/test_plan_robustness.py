@@ -317,3 +317,14 @@ def test_a_key_named_twice_is_refused(tmp_path: Path) -> None:
     code, _, err = run_presk("dump", *ATTEND, "--stage", "kernel", "--plan", f"@{plan}")
     one_line_failure(code, err, 2)
     assert 'the key "lanes" twice' in err, err
+
+
+def test_the_reference_checks_a_plans_sites_as_the_native_backend_does(tmp_path: Path) -> None:
+    wrong = _write(tmp_path / "wrong.json", {"layout": {"nosuch/%9": {"lanes": 1}}})
+    right = _write(tmp_path / "right.json", {"layout": {"Linear.apply/%3": {"tile": [1, 4]}}})
+    for backend in ("interp", "native"):
+        code, out, err = run_presk("run", *LINEAR, "--backend", backend, "--plan", f"@{wrong}")
+        one_line_failure(code, err, 1)
+        assert "`nosuch/%9`, which is no nest of" in err and out == "", err
+        code, out, err = run_presk("run", *LINEAR, "--backend", backend, "--plan", f"@{right}")
+        assert code == 0 and out.startswith("ℝ[B: 2, 2]"), err

@@ -7,6 +7,7 @@ JSON with exact decimal strings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from fractions import Fraction
@@ -24,6 +25,7 @@ from presk.commands.common import (
     guard,
     later_flag,
     plan_arg,
+    plan_shares,
     planned_of,
     realization_arg,
     refuse_later_flags,
@@ -47,7 +49,7 @@ from presk.interp.reference import NotBuilt, Tree, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw_inputs, to_reference
 from presk.interp.tensor import Axis, Tensor, exact_decimal, format_value
-from presk.pipeline import NotDifferentiable, compile_entry, core_module, front_end
+from presk.pipeline import NotDifferentiable, Request, compile_entry, core_module, front_end
 from presk.types.check import CheckedProgram
 
 NAME = "run"
@@ -196,6 +198,14 @@ def _evaluate(
             raise NotBuilt(f"the native backend cannot run this entry yet: {error}") from None
         except HostRunError as error:
             raise RunError(str(error)) from None
+    elif planned.plan.layouts:
+        # The reference computes a layout's bits without one; its sites are still checked
+        # as the native backend checks them, so a misnamed plan is not taken in silence.
+        request = Request(
+            chosen.checked, chosen.entry, chosen.binding, planned.realization, threads
+        )
+        with contextlib.suppress(HostError):  # an entry the native backend cannot record
+            plan_shares([(chosen.entry.text, request)], planned.plan.layouts)
     env = dims_env(dims)
     types = [subst(ty, env) for _, ty, _ in info.params]
     # Drawn once as arrays: the native call takes them as they are; the reference (and
