@@ -11,6 +11,7 @@ user's files are left as they were. `rank`'s Markdown escapes what a sweep names
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -328,3 +329,33 @@ def test_the_reference_checks_a_plans_sites_as_the_native_backend_does(tmp_path:
         assert "`nosuch/%9`, which is no nest of" in err and out == "", err
         code, out, err = run_presk("run", *LINEAR, "--backend", backend, "--plan", f"@{right}")
         assert code == 0 and out.startswith("ℝ[B: 2, 2]"), err
+
+
+def test_a_sweep_stopped_while_writing_leaves_no_new_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from presk.tune import sweep
+
+    line = {"nest": "f/%1", "index": 0, "point": {}, "median_us": 1.0, "mad_us": 0.0}
+    line |= {"predicted_us": None, "same": True}
+    nests = {"f/%1": [line], "f/%2": [{**line, "nest": "f/%2"}]}
+    meta = {"file": "f.psk", "entry": "f", "dims": {}, "space": "small", "repeat": 1}
+    calls = []
+
+    def failing(path: str, data: bytes) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        Path(path).write_bytes(data)
+
+    monkeypatch.setattr(sweep, "write_atomically", failing)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.write_lines(str(tmp_path / "day"), meta, nests)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    paths = sweep.write_lines(str(tmp_path / "day"), meta, nests)
+    assert sorted(Path(p).name for p in paths) == ["f__1.jsonl", "f__2.jsonl"]
+    assert sorted(sweep.read_day(str(tmp_path / "day")).nests) == ["f/%1", "f/%2"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "day").stat().st_mode & 0o777 == 0o777 & ~mask  # not mkdtemp's 0o700

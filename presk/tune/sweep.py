@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -200,8 +202,23 @@ def write_lines(
     that this one did not write again are removed (presk's own, named by its meta.json),
     so a later read never takes an earlier sweep's nest for this one's."""
     check_day(directory)
+    if not os.path.exists(directory):
+        # A new directory is written whole beside it and renamed into place: stopped
+        # half-way, the sweep leaves no directory a later run would refuse as foreign.
+        parent = os.path.dirname(os.path.abspath(directory))
+        os.makedirs(parent, exist_ok=True)
+        building = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}.", dir=parent)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(building, 0o777 & ~mask)  # as os.makedirs would have made it
+        try:
+            written = write_lines(building, meta, nests, epilogues)
+            os.rename(building, directory)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)  # presk's own, half-written
+            raise
+        return [os.path.join(directory, os.path.basename(path)) for path in written]
     before = _listed(directory)
-    os.makedirs(directory, exist_ok=True)
     paths = []
     for site, nest_lines in nests.items():
         path = os.path.join(directory, nest_file(site))
