@@ -29,7 +29,6 @@ from presk.kernel.ir import (
     Let,
     Load,
     Stmt,
-    Store,
     Var,
     VecOp,
 )
@@ -44,11 +43,11 @@ PACK_ROWS = 4  # the packed form's rows come in multiples of this
 PACK_VECTORS = 2
 PANEL_BYTES = 32 * 1024  # the packed panel stays in L1 while every row block reads it
 SUMS_BYTES = 16 * 1024  # bf16's running sums between blocks of K, a chunk of rows
-# Where the output holds the sums, as a BLAS packs: a block of b's columns over a block
-# of K (in L2 or L3), and a chunk of a's rows over it (in L2), both in stack scratch
-# (the calling thread's, or an OpenMP worker's: glibc gives each 8 MiB by default).
+# Where the output holds the sums, as a BLAS blocks: a block of b's columns over a block
+# of K (in L2 or L3, in stack scratch: the calling thread's, or an OpenMP worker's, of
+# 8 MiB by glibc's default), and a chunk of a's rows over it (read in place, in L2).
 B_BLOCK_BYTES = 2 * 1024 * 1024
-A_PANEL_BYTES = 96 * 1024
+A_CHUNK_BYTES = 96 * 1024
 ELEMENT_BYTES = {str(d): d.size for d in (Dtype.F64, Dtype.F32)}  # the arithmetic types
 
 
@@ -193,7 +192,7 @@ def packed_shape(a: Buffer, b: Buffer, out: Buffer, workers: int | None = None) 
         mc = max(d for d in range(PACK_ROWS, min(m, most) + 1, PACK_ROWS) if m % d == 0)
         return Packing(lanes, kc, mc, width)
     rows = tile_rows()
-    mc = min(m, max(rows, A_PANEL_BYTES // (kc * size) // rows * rows))
+    mc = min(m, max(rows, A_CHUNK_BYTES // (kc * size) // rows * rows))
     # A block for each worker where the columns allow (bits do not depend on the block).
     blocks = workers if workers is not None else max(2, cores())
     most = min(B_BLOCK_BYTES // (kc * size), max(width, n // blocks))
@@ -212,7 +211,7 @@ def _k_block(k: int, most: int) -> int | None:
 def dot_packed(
     a: Buffer, b: Buffer, out: Buffer, names: Names, scratch: int, packing: Packing
 ) -> tuple[Stmt, ...]:
-    """Register tiles of [tile_rows(), 2·lanes] reading packed operands, K in blocks of `kc`.
+    """Register tiles of [tile_rows(), 2·lanes] reading packed b, K in blocks of `kc`.
 
     A tile has twelve rows with 32 registers (24 accumulators: each load of
     b serves twelve rows, and the adds of one step in k are 24 independent
@@ -222,9 +221,13 @@ def dot_packed(
     for bf16 in an f32 scratch): a stored and reloaded f32 or f64 is exact, so
     each lane still adds its terms one at a time in increasing k from 0 and
     a bf16 result is rounded once, at the end: the bits are the row-wise
-    form's. Packed copies (bf16 widened to f32, exactly) are read
-    consecutively, where b's own rows lie a whole row apart (4 KiB at N =
-    1024 in f32, all in one cache set).
+    form's. b's packed copy (bf16 widened to f32, exactly) is read
+    consecutively, where its own rows lie a whole row apart (4 KiB at N =
+    1024 in f32, all in one cache set). a is read in place, an element a
+    step of K for each of the tile's rows, each line serving 16 steps: a
+    copy of a into micro-panels, as a BLAS makes, cost 4–10 % of the
+    product's time on a 2-core Sapphire Rapids (2026-12-06) and bought
+    nothing there or on Zen 5, where unpacked tiles were the fastest points.
     """
     if out.dtype == "bf16" and a.shape[1] > packing.kc:
         return _dot_carried(a, b, out, names, scratch, packing)
@@ -237,11 +240,10 @@ def _dot_blocked(
     """The output holds the sums: blocks of `nc` columns (the split loop), then blocks of K.
 
     For each, the block of b is copied into `B_BLOCK_BYTES` at most of
-    panels, one a tile's width (`kc` × width, consecutive), and each chunk
-    of `mc` rows of a into micro-panels (a tile's rows side by side for each
-    k, `A_PANEL_BYTES` at most, which stays in L2 while every panel of the
-    block reads it). So each element of a and b is copied once a block, as
-    a BLAS packs its operands.
+    panels, one a tile's width (`kc` × width, consecutive), as a BLAS packs
+    it, and the rows of a come in chunks of `mc` (`A_CHUNK_BYTES` of the
+    block of K at most, which stays in L2 while every panel of the block
+    reads it).
     """
     lanes, kc, mc, nc = packing.lanes, packing.kc, packing.mc, packing.nc
     (m, k), n = a.shape, b.shape[1]
@@ -250,7 +252,6 @@ def _dot_blocked(
     jc = names.loop() if n > nc else None
     kb = names.loop() if blocks > 1 else None
     b_block = Buffer(scratch, arith, ((None, nc // width), (None, kc), (None, width)))
-    a_panel = Buffer(scratch + 1, arith, ((None, -(-mc // rows)), (None, kc), (None, rows)))
     jr = names.loop()
     k0 = _times(IVar(kb), kc) if kb is not None else IConst(0)
     # jc·nc + (jr·width + c·lanes): the split loop's block, then a column within it.
@@ -280,15 +281,9 @@ def _dot_blocked(
     )
 
     def chunk(base: Index, count: int) -> tuple[Stmt, ...]:
-        """The `count` rows of a from row `base`: packed, then their tiles over the block."""
+        """The `count` rows of a from row `base`: their tiles over each panel of the block."""
         whole, rest = divmod(count, rows)
-        t, r, ka = names.loop(), names.loop(), names.loop()
-
-        def pack_rows(number: Index, n: int) -> Stmt:
-            at = (_plus(base, _plus(_times(number, rows), IVar(r))), _plus(k0, IVar(ka)))
-            copy = Store(a_panel, (number, IVar(ka), IVar(r)), Load(a, at))
-            # The panel written in order; each line of a's rows serves 16 steps from L1.
-            return For(ka, kc, (For(r, n, (copy,)),))
+        t = names.loop()
 
         def tile(number: Index, n: int) -> tuple[Stmt, ...]:
             out_rows = [_plus(base, _plus(_times(number, rows), IConst(i))) for i in range(n)]
@@ -296,7 +291,7 @@ def _dot_blocked(
                 names,
                 [[(row, col) for col in cols] for row in out_rows],
                 out,
-                lambda step: [Load(a_panel, (number, step, IConst(i))) for i in range(n)],
+                lambda step: [Load(a, (out_rows[i], _plus(k0, step))) for i in range(n)],
                 lambda step: [
                     ir.VLoad(b_block, (IVar(jr), step, IConst(c * lanes)), lanes)
                     for c in range(PACK_VECTORS)
@@ -304,15 +299,12 @@ def _dot_blocked(
                 (kc, kb, blocks),
             )
 
-        packs: tuple[Stmt, ...] = ()
         tiles: tuple[Stmt, ...] = ()
         if whole:
-            packs += (For(t, whole, (pack_rows(IVar(t), rows),)),)
             tiles += (For(t, whole, tile(IVar(t), rows)),)
         if rest:
-            packs += (pack_rows(IConst(whole), rest),)
             tiles += tile(IConst(whole), rest)
-        return (*packs, For(jr, nc // width, tiles))
+        return (For(jr, nc // width, tiles),)
 
     full, last = divmod(m, mc)
     ic = names.loop()
@@ -321,7 +313,7 @@ def _dot_blocked(
         chunks += (For(ic, full, chunk(_times(IVar(ic), mc), mc)),)
     if last:
         chunks += chunk(IConst(full * mc), last)
-    body: tuple[Stmt, ...] = (ir.Scratch(b_block, (pack_b, ir.Scratch(a_panel, chunks))),)
+    body: tuple[Stmt, ...] = (ir.Scratch(b_block, (pack_b, *chunks)),)
     if kb is not None:
         body = (For(kb, blocks, body),)
     if jc is not None:
