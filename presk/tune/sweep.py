@@ -162,14 +162,20 @@ def check_day(directory: str) -> None:
             )
 
 
-def _is_meta(path: str) -> bool:
-    """Whether `path` is a meta.json as a sweep writes it."""
+def _meta_at(path: str) -> dict[str, Any] | None:
+    """The object in the JSON file at `path` (None: no such file, or no object)."""
     try:
         with open(path, encoding="utf-8") as handle:
             meta = json.load(handle)
     except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(meta, dict) and all(key in meta for key in META_KEYS)
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _is_meta(path: str) -> bool:
+    """Whether `path` is a meta.json as a sweep writes it."""
+    meta = _meta_at(path)
+    return meta is not None and all(key in meta for key in META_KEYS)
 
 
 class SweepError(Exception):
@@ -242,11 +248,7 @@ def write_lines(
 def _listed(directory: str) -> list[str]:
     """The nest files the sweep in `directory` wrote, as its meta.json names them (none
     for a sweep from before the list, or no sweep): plain names of .jsonl files only."""
-    try:
-        with open(os.path.join(directory, META), encoding="utf-8") as handle:
-            names = json.load(handle).get(NESTS)
-    except (OSError, ValueError, RecursionError, AttributeError):
-        return []
+    names = (_meta_at(os.path.join(directory, META)) or {}).get(NESTS)
     if not isinstance(names, list):
         return []
     return [n for n in names if isinstance(n, str) and _nest_name(n)]
