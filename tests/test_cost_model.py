@@ -208,6 +208,31 @@ def test_rows_in_one_set_of_the_l1d_miss_it_however_few() -> None:
     assert features((k,), "f32", unknown, 1).l2 == 0
 
 
+def test_lines_reused_each_step_keep_their_set_beside_new_ones() -> None:
+    """The rule `reuse`: s_r += a[r, k] · b[k, 0] for four rows of a 1 KiB apart, k < 64
+    (a: 16 lines; b: a new line each step, 64). In an L1d of 16 sets of four ways the
+    rows' lines fill one set, every way; b's two lines of two steps would crowd it by
+    the rule `sets` alone, so every step would bring its five lines again (321 with
+    out's). But a set gives up its least recently used line, b's, and keeps the rows'
+    that every step reads: each line comes once, 16 + 64 and out's."""
+    rows = ir.Buffer(0, "f32", ((None, 4), (None, 256)))
+    col = ir.Buffer(1, "f32", ((None, 64), (None, 16)))
+    out = ir.Buffer(2, "f32", ((None, 16),))
+    k = ir.IVar("k")
+
+    def term(r: int) -> ir.Expr:
+        row, column = ir.Load(rows, (ir.IConst(r), k)), ir.Load(col, (k, ir.IConst(0)))
+        product = ir.Bin(ir.BinOp.MUL, row, column)
+        return ir.Bin(ir.BinOp.ADD, ir.Var(f"s{r}"), product)
+
+    start = tuple(ir.Let(f"s{r}", ir.Const(Fraction(0))) for r in range(4))
+    steps = ir.For("k", 64, tuple(ir.Let(f"s{r}", term(r)) for r in range(4)))
+    done = tuple(ir.Store(out, (ir.IConst(r),), ir.Var(f"s{r}")) for r in range(4))
+    kernel = ir.Kernel("rows", "f32", (rows, col), (out,), (*start, steps, *done))
+    four_way = Machine(0, 16 * 4 * 64, 1 << 20, 1 << 22, 1, 1, 16, 32, l1d_ways=4)
+    assert features((kernel,), "f32", four_way, 1).l2 == (16 + 64 + 1) * 64
+
+
 def _fill(rows_outer: bool) -> ir.Kernel:
     """out[i, 16j : +16] = 0 for 32 rows i of four vectors j (8 KiB), the rows outside
     (along each row's lines) or inside (down a column of lines, 256 bytes a step)."""
@@ -427,7 +452,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("-- gemm/%2 on cpu") and "vector registers" in lines[0]
-    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar,chains"
+    assert lines[1] == "-- costed under the rules lines,overhead,sets,streams,scalar,chains,reuse"
     assert lines[2].split() == ["layout", "group", "measured", "µs", "predicted", "µs"]
     # N=16: blocks of 32 and 128 are one block; two orders of five tiles, one lane or
     # more, and of three wide ones in vectors; and the default.
@@ -572,7 +597,7 @@ def test_refit_in_another_form(profile: Path, tmp_path: Path) -> None:
     again = tmp_path / "sum.json"
     code, out, err = run_presk("refit", str(profile), "--combine", "sum", "--out", str(again))
     assert code == 0, err
-    assert "-- fit (sum, load term, rules lines,overhead,sets,streams,scalar,chains)" in out
+    assert "-- fit (sum, load term, rules lines,overhead,sets,streams,scalar,chains,reuse)" in out
     assert json.loads(again.read_text())["form"] == "sum"
     code, _, err = run_presk("refit", str(profile))
     assert code == 2 and err.count("\n") == 1

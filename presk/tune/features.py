@@ -71,7 +71,7 @@ from presk.tune.outline import (
     of_kernel,
 )
 
-RULES = "lines,overhead,sets,streams,scalar,chains"
+RULES = "lines,overhead,sets,streams,scalar,chains,reuse"
 # A chain of adds waits on itself only when it is long: the processor's reorder window
 # (some 200 operations) runs the chains of a few short loops side by side, as it does
 # those of a product over k = 4 (attention's scores, one head).
@@ -269,7 +269,7 @@ class _Walk:
         if bound > 1 and max(lines, l1) > min(self.caps):  # else the footprint is the traffic
             one, two = (self.lines(node, {s.var: n}) * LINE_BYTES for n in (1, 2))
             shared = max(0.0, one - max(two - one, (lines - one) / (bound - 1)))
-            two_l1 = self.l1_load(node, two, {s.var: 2})
+            two_l1 = self.l1_load(node, two, {s.var: 2}, s.var)
         _merge(parent, node)
         a, b, c = (
             lines if fits <= cap else bound * t - (bound - 1) * min(shared, t) * (pair <= cap)
@@ -279,17 +279,33 @@ class _Walk:
         )
         return a, b, c
 
-    def l1_load(self, node: _Node, lines: float, bounds: dict[str, int] | None = None) -> float:
+    def l1_load(
+        self,
+        node: _Node,
+        lines: float,
+        bounds: dict[str, int] | None = None,
+        stepped: str | None = None,
+    ) -> float:
         """The bytes of L1d a footprint of `lines` bytes needs: more than its size where
         it falls into few of the cache's sets. The L1d is indexed by the low 12 bits of
         an address, so rows 4 KiB apart (a row-major operand 1 of 1024 floats read down
         its columns, unpacked) all land in one set, whose 12 ways hold 12 of them
-        however small the footprint."""
+        however small the footprint.
+
+        Of two iterations of the loop over `stepped` (the rule `reuse`), only the lines
+        both touch crowd their sets: a pattern that takes a new line each iteration is
+        the first its set gives up, as the least recently used, so its lines count in
+        the footprint's size (`lines`) but not in the crowding. (The default product
+        reads twelve rows of a 4 KiB apart a step of K at a time, the twelve lines of
+        one set each step, beside new lines of b's panel: priced as twelve ways too
+        few, it measured at the unfused ceiling.)"""
         if not self.ways or lines > self.caps[0] or lines <= self.ways * LINE_BYTES:
             return lines
         per_buffer: dict[int, tuple[float, float]] = {}
-        for index, dims, width in _patterns(node, bounds):
+        for index, coefs, dims, width in _patterns(node, bounds):
             n = _box(dims, width)
+            if stepped is not None and abs(dict(coefs).get(stepped, 0.0)) >= LINE_BYTES:
+                continue
             spread = self.sets / _sets(dims, width, self.sets)
             got = per_buffer.get(index, (0.0, 0.0))
             per_buffer[index] = (got[0] + n, got[1] + n * spread)
@@ -323,7 +339,7 @@ class _Walk:
         """The lines `node`'s accesses touch while it runs once (with `bounds` in place
         of some of its loops' trip counts)."""
         per_buffer: dict[int, float] = {}
-        for index, dims, width in _patterns(node, bounds):
+        for index, _, dims, width in _patterns(node, bounds):
             n = _box(dims, width)
             per_buffer[index] = per_buffer.get(index, 0.0) + n
         return sum(min(n, self.buffers[i].lines) for i, n in per_buffer.items())
@@ -331,13 +347,14 @@ class _Walk:
 
 def _patterns(
     node: _Node, bounds: dict[str, int] | None
-) -> Iterator[tuple[int, list[tuple[float, int]], int]]:
-    """Each access pattern of `node` as a box: its buffer, its (stride bytes, count)
-    dimensions along the loops bound at or inside it (`bounds` in place of some trip
-    counts) and its constant offsets, and its width in bytes."""
+) -> Iterator[tuple[int, tuple[tuple[str, float], ...], list[tuple[float, int]], int]]:
+    """Each access pattern of `node` as a box: its buffer, its coefficients on the
+    loop variables, its (stride bytes, count) dimensions along the loops bound at or
+    inside it (`bounds` in place of some trip counts) and its constant offsets, and its
+    width in bytes."""
     within = node.bounds if bounds is None else node.bounds | bounds
     for (index, coefs), (consts, width) in node.groups.items():
-        yield index, _dims(coefs, consts, within), width
+        yield index, coefs, _dims(coefs, consts, within), width
 
 
 def _dims(
