@@ -303,9 +303,9 @@ class _Walk:
             return lines
         per_buffer: dict[int, tuple[float, float]] = {}
         for index, coefs, dims, width in _patterns(node, bounds):
-            n = _box(dims, width)
             if stepped is not None and abs(dict(coefs).get(stepped, 0.0)) >= LINE_BYTES:
                 continue
+            n = _box(dims, width)
             spread = self.sets / _sets(dims, width, self.sets)
             got = per_buffer.get(index, (0.0, 0.0))
             per_buffer[index] = (got[0] + n, got[1] + n * spread)

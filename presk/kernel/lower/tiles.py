@@ -227,7 +227,7 @@ def dot_packed(
     step of K for each of the tile's rows, each line serving 16 steps: a
     copy of a into micro-panels, as a BLAS makes, cost 4–10 % of the
     product's time on a 2-core Sapphire Rapids (2026-12-06) and bought
-    nothing there or on Zen 5, where unpacked tiles were the fastest points.
+    nothing there (the Zen machines before were not measured without it).
     """
     if out.dtype == "bf16" and a.shape[1] > packing.kc:
         return _dot_carried(a, b, out, names, scratch, packing)
