@@ -18,7 +18,7 @@ from fractions import Fraction
 import gmpy2
 
 from presk import names
-from presk.cgen.lanes import LANES, block_guard, call_depth, lane_calls
+from presk.cgen.lanes import LANES, block_guard, call_depth, call_guards, lane_calls
 from presk.dtypes import Dtype
 from presk.kernel import ir
 from presk.kernel.text import kernel_text, vector_lanes
@@ -252,13 +252,23 @@ class _Printer:
             out.append(f"{inner}if (presk_lany) {{")
             calling = inner + "    "
         levels = {fn: call_depth(fn, calls) for fn in calls}
+        guards = call_guards(loop, calls, self._bounds) if guard is None else {}
         for level in sorted(set(levels.values())):
             batch = [fn for fn in calls if levels[fn] == level]
             args = [f"{calling}    {arrays[fn]}[presk_l] = {self.expr(fn.arg)};" for fn in batch]
             out += each_lane(calling, args)
             for fn in batch:
                 a = arrays[fn]
-                out.append(f"{calling}presk_{fn.name}{suffix}_lanes({a}, {a});")
+                call = f"presk_{fn.name}{suffix}_lanes({a}, {a});"
+                if fn in guards:
+                    # No lane reads this call's value unless it passes its selection's test.
+                    test = self.expr(guards[fn])
+                    test = f"({test} != 0)" if isinstance(guards[fn], ir.Load) else test
+                    flag = f"{a}_any"
+                    out.append(f"{calling}int {flag} = 0;")
+                    out += each_lane(calling, [f"{calling}    {flag} |= {test};"])
+                    call = f"if ({flag}) {call}"
+                out.append(f"{calling}{call}")
                 self._lane_values[fn] = f"{a}[presk_l]"
         if guard is not None:
             # Every iteration of a block none passes takes the other branch, and only it.

@@ -79,6 +79,35 @@ def block_guard(
             return None
 
 
+def call_guards(
+    loop: ir.For, calls: tuple[ir.Fn, ...], bounds: Mapping[str, int]
+) -> dict[ir.Fn, ir.Cmp | ir.Load]:
+    """Per call, the condition without which its value is never read, where a block may
+    test it first: a call that sits only in the first arm of one selection of the body
+    (`mask ? exp(x - m) : 0`, one for each row of the two-pass softmax's eight), whose
+    condition can be evaluated early, and whose argument holds no other taken call. A
+    block whose lanes all fail it (a causal mask's refused half of a row) skips the call.
+    """
+    assigned = {s.name for s in ir.walk(loop.body) if isinstance(s, ir.Let | ir.Random)}
+    stored = {s.buffer.index for s in ir.walk(loop.body) if isinstance(s, ir.Store)}
+    seen: dict[ir.Fn, int] = {}
+    for e in _exprs(loop.body):
+        for fn in _calls(e):
+            seen[fn] = seen.get(fn, 0) + 1
+    guards: dict[ir.Fn, ir.Cmp | ir.Load] = {}
+    for e in _exprs(loop.body):
+        match e:
+            case ir.Select(cond, then, other):
+                if any(fn in calls for fn in (*_calls(cond), *_calls(other))):
+                    continue
+                if not _early(cond, loop.var, assigned, stored, bounds):
+                    continue
+                for fn in _calls(then):
+                    if fn in calls and seen[fn] == 1 and call_depth(fn, calls) == 0:
+                        guards[fn] = cond
+    return guards
+
+
 def call_depth(fn: ir.Fn, calls: tuple[ir.Fn, ...]) -> int:
     """0 for a call whose argument holds no other taken call, else one more than theirs."""
     inner = [c for c in _calls(fn.arg) if c in calls]
