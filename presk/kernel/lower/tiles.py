@@ -225,7 +225,7 @@ def dot_packed(
     consecutively, where its own rows lie a whole row apart (4 KiB at N =
     1024 in f32, all in one cache set). a is read in place, an element a
     step of K for each of the tile's rows, each line serving 16 steps: a
-    copy of a into micro-panels, as a BLAS makes, cost 4–10 % of the
+    copy of a into micro-panels, as a BLAS makes, cost 2–9 % of the
     product's time on a 2-core Sapphire Rapids (2026-12-06) and bought
     nothing there (the Zen machines before were not measured without it).
     """
