@@ -359,3 +359,14 @@ def test_a_sweep_stopped_while_writing_leaves_no_new_directory(
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "day").stat().st_mode & 0o777 == 0o777 & ~mask  # not mkdtemp's 0o700
+
+
+@pytest.mark.parametrize("where", ["", "  "])
+def test_a_sweep_without_a_directory_name_is_refused(tmp_path: Path, where: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    source = [str(REPO_ROOT / a) if a.endswith(".psk") else a for a in LINEAR]
+    code, _, err = run_presk("autotune", *source, "--repeat", "1", "--out", where, cwd=work)
+    one_line_failure(code, err, 1)
+    assert "an empty name" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["work"] and not any(work.iterdir())

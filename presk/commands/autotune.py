@@ -35,6 +35,7 @@ from presk.commands.common import (
     write_out,
 )
 from presk.commands.plan import layout_profile
+from presk.data.format import DataError
 from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
 from presk.host.plan import Plan
@@ -153,6 +154,8 @@ def _autotune(args: argparse.Namespace) -> int:
         paths = write_day(args.out, meta, nests, joined)
     except SweepError as error:
         raise CommandError(str(error)) from None
+    except (DataError, OSError) as error:  # a directory that cannot be written
+        raise CommandError(f"--out {args.out}: {error}") from None
     out = []
     for result, path in zip(nests, paths, strict=True):
         n = len(result.lines)

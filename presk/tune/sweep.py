@@ -152,6 +152,8 @@ META_KEYS = ("file", "entry", "dims", "space", "repeat")
 
 def check_day(directory: str) -> None:
     """Refuse a directory presk did not write as a sweep (nothing of it is replaced)."""
+    if directory.strip() == "":
+        raise SweepError("--out: an empty name; name the sweep's directory")
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise SweepError(f"--out {directory}: a file, not a directory")
     if os.path.isdir(directory) and os.listdir(directory):
