@@ -149,12 +149,14 @@ class _Printer:
             case ir.Cmp(op, left, right):
                 return f"({self.expr(left)} {op} {self.expr(right)})"
             case ir.Select(cond, then, other):
-                test = self.expr(cond)
-                if isinstance(cond, ir.Load):
-                    test = f"({test} != 0)"
-                return f"({test} ? {self.expr(then)} : {self.expr(other)})"
+                return f"({self.test(cond)} ? {self.expr(then)} : {self.expr(other)})"
             case ir.IVar() | ir.IConst() | ir.IBin():
                 return self.index(e)
+
+    def test(self, cond: ir.Cmp | ir.Load) -> str:
+        """A condition as C: a mask's element (a Load) is true where it is not 0."""
+        text = self.expr(cond)
+        return f"({text} != 0)" if isinstance(cond, ir.Load) else text
 
     def split_at(self, depth: int) -> bool:
         """Whether the loop printed at `depth` is the one the workers share."""
@@ -192,9 +194,7 @@ class _Printer:
                         text = f"(int64_t)({text})"
                     out.append(f"{pad}{target} = {text};")
                 case ir.If(cond, then, other):
-                    test = self.expr(cond)
-                    if isinstance(cond, ir.Load):
-                        test = f"({test} != 0)"
+                    test = self.test(cond)
                     out.append(f"{pad}if {test} {{")
                     out.extend(self.stmts(then, depth + 1))
                     if other:
@@ -241,14 +241,17 @@ class _Printer:
         out.append(f"{pad}    for (; presk_lb + {lanes} <= {end}; presk_lb += {lanes}) {{")
         declared = ", ".join(f"{a}[{lanes}]" for a in arrays.values())
         out.append(f"{inner}_Alignas(64) {self.real} {declared};")
+
+        def any_lane(indent: str, flag: str, cond: ir.Cmp | ir.Load) -> list[str]:
+            """`flag` set where some lane of the block passes `cond`."""
+            test = [f"{indent}    {flag} |= {self.test(cond)};"]
+            return [f"{indent}int {flag} = 0;", *each_lane(indent, test)]
+
         guard = block_guard(loop, calls, self._bounds)
         calling = inner
         if guard is not None:
             # No lane reads a call unless it passes the guard: a block none passes calls nothing.
-            test = self.expr(guard)
-            test = f"({test} != 0)" if isinstance(guard, ir.Load) else test
-            out.append(f"{inner}int presk_lany = 0;")
-            out += each_lane(inner, [f"{inner}    presk_lany |= {test};"])
+            out += any_lane(inner, "presk_lany", guard)
             out.append(f"{inner}if (presk_lany) {{")
             calling = inner + "    "
         levels = {fn: call_depth(fn, calls) for fn in calls}
@@ -262,12 +265,8 @@ class _Printer:
                 call = f"presk_{fn.name}{suffix}_lanes({a}, {a});"
                 if fn in guards:
                     # No lane reads this call's value unless it passes its selection's test.
-                    test = self.expr(guards[fn])
-                    test = f"({test} != 0)" if isinstance(guards[fn], ir.Load) else test
-                    flag = f"{a}_any"
-                    out.append(f"{calling}int {flag} = 0;")
-                    out += each_lane(calling, [f"{calling}    {flag} |= {test};"])
-                    call = f"if ({flag}) {call}"
+                    out += any_lane(calling, f"{a}_any", guards[fn])
+                    call = f"if ({a}_any) {call}"
                 out.append(f"{calling}{call}")
                 self._lane_values[fn] = f"{a}[presk_l]"
         if guard is not None:

@@ -39,14 +39,7 @@ def lane_calls(loop: ir.For, bounds: Mapping[str, int], lanes: int) -> tuple[ir.
     """The calls of an innermost loop to compute by blocks, inner calls first; () for none."""
     if vector_unit().bytes < LANE_BYTES or loop.bound < lanes or not _plain(loop.body):
         return ()
-    assigned: set[str] = set()
-    stored: set[int] = set()
-    for s in ir.walk(loop.body):
-        match s:
-            case ir.Let(name) | ir.Random(name):
-                assigned.add(name)
-            case ir.Store(buffer):
-                stored.add(buffer.index)
+    assigned, stored = _written(loop.body)
     calls: list[ir.Fn] = []
     for e in _exprs(loop.body):
         for fn in _calls(e):
@@ -67,8 +60,7 @@ def block_guard(
     """
     match loop.body:
         case (ir.If(cond, _, other),):
-            assigned = {s.name for s in ir.walk(loop.body) if isinstance(s, ir.Let | ir.Random)}
-            stored = {s.buffer.index for s in ir.walk(loop.body) if isinstance(s, ir.Store)}
+            assigned, stored = _written(loop.body)
             outside = [*_calls(cond), *(fn for e in _exprs(other) for fn in _calls(e))]
             if any(fn in calls for fn in outside):
                 return None
@@ -88,8 +80,7 @@ def call_guards(
     condition can be evaluated early, and whose argument holds no other taken call. A
     block whose lanes all fail it (a causal mask's refused half of a row) skips the call.
     """
-    assigned = {s.name for s in ir.walk(loop.body) if isinstance(s, ir.Let | ir.Random)}
-    stored = {s.buffer.index for s in ir.walk(loop.body) if isinstance(s, ir.Store)}
+    assigned, stored = _written(loop.body)
     seen: dict[ir.Fn, int] = {}
     for e in _exprs(loop.body):
         for fn in _calls(e):
@@ -131,6 +122,14 @@ def _plain(body: tuple[ir.Stmt, ...]) -> bool:
             case _:
                 assert_never(s)
     return True
+
+
+def _written(body: tuple[ir.Stmt, ...]) -> tuple[set[str], set[int]]:
+    """The scalars a body assigns and the buffers it stores (a call reading neither may
+    be computed before the block's iterations run)."""
+    assigned = {s.name for s in ir.walk(body) if isinstance(s, ir.Let | ir.Random)}
+    stored = {s.buffer.index for s in ir.walk(body) if isinstance(s, ir.Store)}
+    return assigned, stored
 
 
 def _exprs(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Expr | ir.Index | ir.Cmp]:

@@ -11,10 +11,9 @@ how many points the model cannot tell from it (within 1 + u of its price).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from presk.commands.common import (
     check_out_file,
@@ -64,43 +63,13 @@ def main(args: argparse.Namespace) -> int:
 
 
 def checked_profile(path: str, flag: str = "--profile") -> Profile:
-    """The profile at `path`, with constants the model may divide by and samples a fit
-    may take the logarithm of (CommandError: one line, if it is not one)."""
-    flagged = f"{flag} " if flag else ""  # a positional PROFILE has no flag to name
+    """The profile at `path` (CommandError: one line, if it is not one it can price or
+    fit with)."""
     try:
-        profile = read(path)
+        return read(path)
     except ProfileError as error:
+        flagged = f"{flag} " if flag else ""  # a positional PROFILE has no flag to name
         raise CommandError(f"{flagged}{error}") from None
-    problem = _unusable(profile)
-    if problem is not None:
-        raise CommandError(f"{flagged}{path}: {problem}")
-    return profile
-
-
-def _unusable(profile: Profile) -> str | None:
-    """Why a profile read as one cannot price or be fitted again (None: it can). The
-    reader checks that each constant is a finite number; a rate of 0 or below would
-    divide by zero (or raise a negative to a fraction) in every price."""
-    fit = profile.fit
-    rates = {"beta_l2": fit.beta[0], "pi": min(fit.pi.values(), default=1.0)}
-    if profile.kind == "layout":  # a roofline reads π and β_L2 alone
-        rates |= {"beta_l3": fit.beta[1], "beta_mem": fit.beta[2], "q": fit.q}
-        rates |= {"rho": min(fit.rho.values(), default=1.0)}
-        rates |= {"alpha": min(fit.alpha.values(), default=1.0)}
-    for name, value in rates.items():
-        if not value > 0:
-            return f"`{name}` holds {value}, not a positive rate"
-    times = {"lambda_us": fit.lam_us, "spawn_us": fit.spawn_us, "sigma": fit.sigma}
-    times |= {"beta_strided": fit.beta_strided, "u": profile.u}
-    for name, value in times.items():
-        if value < 0:
-            return f"`{name}` is negative"
-    for i, sample in enumerate(profile.samples):
-        terms = [getattr(sample.features, f.name) for f in fields(sample.features)]
-        numbers = [t for t in terms if isinstance(t, int | float)]
-        if not sample.measured_us > 0 or not all(math.isfinite(t) and t >= 0 for t in numbers):
-            return f"sample {i} is not a positive time with finite, non-negative terms"
-    return None
 
 
 def layout_profile(path: str, flag: str = "--profile") -> Profile:

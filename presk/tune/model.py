@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -205,7 +205,7 @@ def profile_of(doc: object, where: str) -> Profile:
             )
         )
     rules = doc.get("rules", RULES)
-    return Profile(
+    profile = Profile(
         str(kind),
         machine,
         tuple(kept),
@@ -215,6 +215,36 @@ def profile_of(doc: object, where: str) -> Profile:
         _number(doc, "spearman", where),
         str(rules),
     )
+    problem = _unusable(profile)
+    if problem is not None:
+        raise ProfileError(f"{where}: {problem}")
+    return profile
+
+
+def _unusable(profile: Profile) -> str | None:
+    """Why a profile of finite numbers cannot price or be fitted again (None: it can): a
+    rate of 0 or below would divide by zero (or raise a negative to a fraction) in every
+    price, a sample of no time has no logarithm for the fit."""
+    fit = profile.fit
+    rates = {"beta_l2": fit.beta[0], "pi": min(fit.pi.values(), default=1.0)}
+    if profile.kind == "layout":  # a roofline reads π and β_L2 alone
+        rates |= {"beta_l3": fit.beta[1], "beta_mem": fit.beta[2], "q": fit.q}
+        rates |= {"rho": min(fit.rho.values(), default=1.0)}
+        rates |= {"alpha": min(fit.alpha.values(), default=1.0)}
+    for name, value in rates.items():
+        if not value > 0:
+            return f"`{name}` holds {value}, not a positive rate"
+    times = {"lambda_us": fit.lam_us, "spawn_us": fit.spawn_us, "sigma": fit.sigma}
+    times |= {"beta_strided": fit.beta_strided, "u": profile.u}
+    for name, value in times.items():
+        if value < 0:
+            return f"`{name}` is negative"
+    for i, sample in enumerate(profile.samples):
+        terms = [getattr(sample.features, f.name) for f in fields(sample.features)]
+        numbers = [t for t in terms if isinstance(t, int | float)]
+        if not sample.measured_us > 0 or not all(math.isfinite(t) and t >= 0 for t in numbers):
+            return f"sample {i} is not a positive time with finite, non-negative terms"
+    return None
 
 
 def read(path: str) -> Profile:
