@@ -110,12 +110,16 @@ def _profile(profile: Path, tmp_path: Path, change: str) -> str:
             doc["u"] = -1
         case "sample-":
             doc["samples"][0]["measured_us"] = -5
+        case "workers0":
+            doc["machine"]["workers"] = 0
+        case "l2-0":
+            doc["machine"]["l2"] = 0
         case "roofline":
             doc["kind"] = "roofline"
     return _write(tmp_path / f"{change}.json", doc)
 
 
-BAD_PROFILES = ["pi0", "rho-", "q0", "beta0", "u-", "sample-"]
+BAD_PROFILES = ["pi0", "rho-", "q0", "beta0", "u-", "sample-", "workers0", "l2-0"]
 
 
 @pytest.mark.parametrize("change", BAD_PROFILES)

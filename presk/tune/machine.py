@@ -53,17 +53,27 @@ class Machine:
         return asdict(self)
 
 
-def machine_of(doc: object) -> Machine | None:
-    """A Machine from a profile's object; None if it is not one."""
+# What a machine must have for the model to price on it: caches and workers it can divide
+# by, a register file (the counts are bounded so a price stays a float).
+_AT_LEAST = {"l1d": LINE_BYTES, "l2": LINE_BYTES, "l3": LINE_BYTES, "l3_shared": 1}
+_AT_LEAST |= {"workers": 1, "registers": 1, "vector_bytes": 16}
+_AT_MOST = 1 << 50
+
+
+def machine_of(doc: object) -> Machine | str:
+    """A Machine from a profile's object, or why it is not one a price can be made on."""
     if not isinstance(doc, dict):
-        return None
+        return "not an object"
     # A field a profile was written before has its default (the L1d's ways: 0, not known).
     values = {
         f.name: doc.get(f.name, None if f.default is MISSING else f.default)
         for f in fields(Machine)
     }
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
-        return None
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"`{name}` is not a whole number"
+        if not _AT_LEAST.get(name, 0) <= value <= _AT_MOST:
+            return f"`{name}` holds {value}, not in [{_AT_LEAST.get(name, 0)}, 2^50]"
     return Machine(**values)  # type: ignore[arg-type]
 
 

@@ -166,8 +166,8 @@ def profile_of(doc: object, where: str) -> Profile:
     if form not in FORMS:
         raise ProfileError(f"{where}: `form` is one of {', '.join(FORMS)}")
     machine = machine_of(doc.get("machine"))
-    if machine is None:
-        raise ProfileError(f"{where}: `machine` is not a machine description")
+    if isinstance(machine, str):
+        raise ProfileError(f"{where}: `machine` is not a machine to price on: {machine}")
     raw = doc.get("fit")
     if not isinstance(raw, dict):
         raise ProfileError(f"{where}: `fit` is not an object")
