@@ -135,6 +135,19 @@ def test_a_profile_the_model_cannot_divide_by_is_refused(
     assert not (tmp_path / "o.json").exists()
 
 
+def test_a_profile_of_another_machine_is_said_to_be_one(profile: Path, tmp_path: Path) -> None:
+    code, out, _ = run_presk("plan", *ATTEND, "--profile", str(profile))
+    assert code == 0 and "another machine" not in out
+    doc = json.loads(profile.read_text(encoding="utf-8"))
+    doc["machine"]["l2"] //= 2
+    other = _write(tmp_path / "other.json", doc)
+    code, out, _ = run_presk("plan", *ATTEND, "--profile", other)
+    assert code == 0
+    (note,) = [line for line in out.splitlines() if "another machine" in line]
+    half = f"{doc['machine']['l2'] >> 10} KiB there, {doc['machine']['l2'] >> 9} KiB here"
+    assert f"l2 {half}" in note
+
+
 @pytest.mark.parametrize("change", ["pi0", "roofline"])
 def test_autotune_refuses_its_profile_before_the_sweep(
     profile: Path, tmp_path: Path, change: str

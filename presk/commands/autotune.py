@@ -34,7 +34,7 @@ from presk.commands.common import (
     threads_of,
     write_out,
 )
-from presk.commands.plan import layout_profile
+from presk.commands.plan import layout_profile, machine_note
 from presk.data.format import DataError
 from presk.diagnostics import CommandError, UsageError
 from presk.entries import natural
@@ -86,6 +86,8 @@ def _pricer(path: str | None, threads: int) -> Pricer | None:
     if path is None:
         return None
     profile = layout_profile(path)  # checked before the sweep, not at its first price
+    if (note := machine_note(profile)) is not None:
+        print(note, file=sys.stderr)
     return lambda nest, lowered: price(nest, lowered, profile, threads)
 
 

@@ -31,6 +31,7 @@ from presk.host.plan import Plan, write
 from presk.kernel.layout import Layout
 from presk.pipeline import Request, front_end
 from presk.tune.capture import Captured, capture, points_of
+from presk.tune.machine import read_machine, unlike
 from presk.tune.model import Profile, ProfileError, plan_choice, read
 from presk.tune.pricing import price_points
 
@@ -81,6 +82,18 @@ def layout_profile(path: str, flag: str = "--profile") -> Profile:
             "priced by a layout profile (presk bench --calibrate --space calib)"
         )
     return profile
+
+
+def machine_note(profile: Profile) -> str | None:
+    """A line saying the profile was fitted on another machine, and how it differs (None:
+    on this one's kind): its rates and caches are that machine's, and so are its prices."""
+    said = unlike(profile.machine, read_machine())
+    if not said:
+        return None
+    return (
+        f"-- the profile describes another machine ({'; '.join(said)}): its prices are that "
+        "machine's; `presk bench --calibrate` fits one here"
+    )
 
 
 def priced(nest: Captured, profile: Profile, threads: int) -> list[tuple[Layout, float]]:
@@ -148,6 +161,8 @@ def _plan(args: argparse.Namespace) -> int:
     plan = Plan(realization, layouts, _realization_json(args.realize))
     if args.out is not None:
         write_out("--out", args.out, lambda: write(plan, args.out))
+    if (note := machine_note(profile)) is not None:
+        rows.append(note)
     rows.append(f"-- wall time {time.perf_counter() - start:.3f} s")
     if args.out is not None:
         rows.append(f"-- plan written to {args.out}")

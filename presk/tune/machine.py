@@ -178,4 +178,18 @@ def read_machine() -> Machine:
     )
 
 
-__all__ = ["LINE_BYTES", "Machine", "machine_of", "read_machine"]
+def unlike(there: Machine, here: Machine) -> list[str]:
+    """What of a profile's machine (`there`) this one (`here`) does not share: its caches
+    and registers, the model's inputs a price depends on. The CPU index and the workers are
+    a run's choice, not the machine's."""
+    sizes = ("l1d", "l2", "l3")
+    said = []
+    for name in ("l1d", "l1d_ways", "l2", "l3", "l3_shared", "registers", "vector_bytes"):
+        a, b = getattr(there, name), getattr(here, name)
+        if a != b:
+            a, b = (f"{a >> 10} KiB", f"{b >> 10} KiB") if name in sizes else (a, b)
+            said.append(f"{name} {a} there, {b} here")
+    return said
+
+
+__all__ = ["LINE_BYTES", "Machine", "machine_of", "read_machine", "unlike"]
