@@ -12,6 +12,11 @@ from functools import cache
 from pathlib import Path
 
 
+# A file of each tree: a directory of the same name is not enough, since in a wheel the
+# first candidate is site-packages, where anything may sit.
+MARKERS = ("templates/c/function.c.j2", "runtime/c/presk_rt.h", "libm/musl/presk_libm.c")
+
+
 @cache
 def root() -> Path:
     """The directory holding templates/, runtime/ and libm/."""
@@ -20,7 +25,7 @@ def root() -> Path:
         return Path(env)
     here = Path(__file__).resolve().parent
     for candidate in (here.parent, here / "_data"):
-        if all((candidate / d).is_dir() for d in ("templates/c", "runtime/c", "libm/musl")):
+        if all((candidate / marker).is_file() for marker in MARKERS):
             return candidate
     raise FileNotFoundError("presk's C runtime was not found (set PRESK_DATA)")
 

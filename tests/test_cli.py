@@ -237,9 +237,10 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_module_entry_point_version() -> None:
+@pytest.mark.parametrize("module", ["presk.cli", "presk"])
+def test_module_entry_point_version(module: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "presk.cli", "--version"],
+        [sys.executable, "-m", module, "--version"],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
