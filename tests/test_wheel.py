@@ -80,3 +80,14 @@ def test_a_wheel_in_a_fresh_venv_runs_and_exports_from_anywhere(tmp_path: Path) 
     checked = _run(["make", "-s", "-C", "out", "check", f"PRESK={presk}"], away, env)
     assert "the outputs are the native backend's, bit for bit" in checked.stdout
     assert "against the exact reference:" in checked.stdout
+
+
+def test_the_export_extra_installs_every_package_the_onnx_export_asks_for() -> None:
+    import tomllib
+
+    from presk.commands.export_onnx import PACKAGES
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extra = project["project"]["optional-dependencies"]["export"]
+    named = {requirement.split("=")[0].split("[")[0].strip() for requirement in extra}
+    assert set(PACKAGES) <= named, "the message says pip install 'presk[export]'"
