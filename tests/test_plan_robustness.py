@@ -387,3 +387,14 @@ def test_a_sweep_without_a_directory_name_is_refused(tmp_path: Path, where: str)
     one_line_failure(code, err, 1)
     assert "an empty name" in err
     assert [p.name for p in tmp_path.iterdir()] == ["work"] and not any(work.iterdir())
+
+
+def test_a_sweep_is_repriced_from_any_directory(profile: Path, tmp_path: Path) -> None:
+    day = tmp_path / "day"
+    code, _, err = run_presk("autotune", *LINEAR, "--repeat", "1", "--out", str(day))
+    assert code == 0, err  # LINEAR's file is relative to the checkout, where it ran
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, out, err = run_presk("reprice", str(day), "--profile", str(profile), cwd=elsewhere)
+    assert code == 0, err
+    assert "nothing measured" in out

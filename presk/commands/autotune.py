@@ -134,7 +134,7 @@ def _autotune(args: argparse.Namespace) -> int:
     joined = epilogue.measure(captured, nests, threads, repeat)
     joined_s = time.perf_counter() - joined_at
     meta: dict[str, Any] = {
-        "file": args.file,
+        "file": os.path.abspath(args.file),  # reprice reads it from wherever it runs
         "entry": chosen.entry.text,
         "dims": chosen.binding.dims,
         "consts": args.const,
