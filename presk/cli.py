@@ -89,21 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
             modules[name].add(sub)
         elif name == "help":
             helper = sub.add_parser(name, help=text, description=text)
-            helper.add_argument("topic", nargs="?", metavar="COMMAND", help="a command")
+            helper.add_argument(
+                "topic", nargs="*", metavar="COMMAND", help="a command (and its action: `data chars`)"
+            )
         else:
             other = sub.add_parser(name, help=text, description=f"{text} (not built yet)")
             other.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
-def _help(parser: argparse.ArgumentParser, topic: str | None) -> int:
-    if topic is None:
+def _help(parser: argparse.ArgumentParser, topic: list[str]) -> int:
+    if not topic:
         parser.print_help()
         return 0
-    if topic not in COMMANDS:
-        raise UsageError(f"{topic}: no such command ({', '.join(COMMANDS)})")
+    if topic[0] not in COMMANDS:
+        raise UsageError(f"{topic[0]}: no such command ({', '.join(COMMANDS)})")
     try:
-        parser.parse_args([topic, "--help"])
+        parser.parse_args([*topic, "--help"])
     except SystemExit as done:
         return int(done.code or 0)
     return 0

@@ -307,6 +307,8 @@ def test_help_command() -> None:
     assert code == 0 and out.startswith("usage: presk export")
     code, out, err = run_presk("help", "nonesuch")
     assert code == 2 and out == "" and one_line(err)
+    code, out, _ = run_presk("help", "data", "chars")  # an action's own help
+    assert code == 0 and out.startswith("usage: presk data chars")
 
 
 @pytest.mark.parametrize(

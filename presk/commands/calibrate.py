@@ -162,7 +162,7 @@ def _first_contraction(request: Request) -> tuple[Captured, float]:
             return nest, captured.seconds
     raise CommandError(
         f"--space calib: {request.entry.text} launches no contraction to calibrate on "
-        "(experiments/gemm.psk has one)"
+        "(a program with a product `a · b` has one)"
     )
 
 
