@@ -347,7 +347,7 @@ class _Walk:
 
 def _patterns(
     node: _Node, bounds: dict[str, int] | None
-) -> Iterator[tuple[int, tuple[tuple[str, float], ...], list[tuple[float, int]], int]]:
+) -> Iterator[tuple[int, tuple[tuple[str, float], ...], tuple[tuple[float, int], ...], int]]:
     """Each access pattern of `node` as a box: its buffer, its coefficients on the
     loop variables, its (stride bytes, count) dimensions along the loops bound at or
     inside it (`bounds` in place of some trip counts) and its constant offsets, and its
@@ -359,16 +359,16 @@ def _patterns(
 
 def _dims(
     coefs: tuple[tuple[str, float], ...], consts: set[float], within: dict[str, int]
-) -> list[tuple[float, int]]:
+) -> tuple[tuple[float, int], ...]:
     """A pattern's box dimensions: its strides along the loops `within`, then its offsets."""
-    dims = [(abs(c), within[v]) for v, c in coefs if v in within]
+    dims = tuple((abs(c), within[v]) for v, c in coefs if v in within)
     if len(consts) > 1:
         dims += _offsets(tuple(sorted(consts)))
     return dims
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _offsets(ordered: tuple[float, ...]) -> list[tuple[float, int]]:
+def _offsets(ordered: tuple[float, ...]) -> tuple[tuple[float, int], ...]:
     """The constant offsets of a pattern's accesses as dimensions of a box: a grid of
     rows and columns (a tile of several rows of several vectors: its columns' gap, then
     its rows') where they form one, else one dimension of their smallest gap. As one
@@ -380,15 +380,15 @@ def _offsets(ordered: tuple[float, ...]) -> list[tuple[float, int]]:
     while run < n and ordered[run] - ordered[run - 1] == inner:
         run += 1
     if run == n:
-        return [(inner, n)]
+        return ((inner, n),)
     outer = ordered[run] - ordered[0]
     rows = n // run
     if n % run == 0 and outer > (run - 1) * inner:
         grid = {ordered[0] + a * inner + b * outer for a in range(run) for b in range(rows)}
         if grid == set(ordered):
-            return [(inner, run), (outer, rows)]
+            return ((inner, run), (outer, rows))
     gaps = [b - a for a, b in itertools.pairwise(ordered)]
-    return [(min(gaps), n)]
+    return ((min(gaps), n),)
 
 
 def _step(coefs: tuple[tuple[str, float], ...], around: list[tuple[str, int]]) -> float:
@@ -412,7 +412,9 @@ def _run(consts: set[float], width: int) -> float:
     return end - ordered[0]
 
 
-def _box(dims: list[tuple[float, int]], width: int) -> float:
+# A model's few thousand distinct boxes are asked for hundreds of thousands of times.
+@functools.lru_cache(maxsize=1 << 16)
+def _box(dims: tuple[tuple[float, int], ...], width: int) -> float:
     """The lines of a box of accesses `width` bytes wide, along (stride bytes, count)
     dimensions: runs merge while a stride is within the run (or a line), the rest
     repeat the run; never more than the box's span."""
@@ -429,7 +431,8 @@ def _box(dims: list[tuple[float, int]], width: int) -> float:
     return min(blocks * math.ceil(run / LINE_BYTES), math.ceil(span / LINE_BYTES))
 
 
-def _sets(dims: list[tuple[float, int]], width: int, sets: int) -> int:
+@functools.lru_cache(maxsize=1 << 16)
+def _sets(dims: tuple[tuple[float, int], ...], width: int, sets: int) -> int:
     """How many of a cache's `sets` a box of accesses (as `_box` takes it) falls into:
     its contiguous run takes consecutive sets, and each further dimension as many
     again as its stride's distinct positions among the sets (one, for a stride that
