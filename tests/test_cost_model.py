@@ -292,12 +292,12 @@ def test_a_tile_whose_rows_cover_the_step_walks_along() -> None:
 def test_the_sets_a_box_falls_into() -> None:
     # A run of eight lines takes eight sets of 64; rows 4 KiB apart one, 2 KiB apart two;
     # a stride under a line joins the run; a run of two lines down rows 4 KiB apart, two.
-    assert _sets([(64.0, 8)], 4, 64) == 8
-    assert _sets([(4096.0, 8)], 64, 64) == 1
-    assert _sets([(2048.0, 8)], 64, 64) == 2
-    assert _sets([(48.0, 8)], 16, 64) == 6
-    assert _sets([(4096.0, 8), (64.0, 2)], 64, 64) == 2
-    assert _sets([(4100.0, 8)], 64, 64) == 8  # not a whole number of lines: spread
+    assert _sets(((64.0, 8),), 4, 64) == 8
+    assert _sets(((4096.0, 8),), 64, 64) == 1
+    assert _sets(((2048.0, 8),), 64, 64) == 2
+    assert _sets(((48.0, 8),), 16, 64) == 6
+    assert _sets(((4096.0, 8), (64.0, 2)), 64, 64) == 2
+    assert _sets(((4100.0, 8),), 64, 64) == 8  # not a whole number of lines: spread
 
 
 def test_the_machine_is_read_from_sys_with_its_l1d_ways(
