@@ -398,3 +398,14 @@ def test_a_sweep_is_repriced_from_any_directory(profile: Path, tmp_path: Path) -
     code, out, err = run_presk("reprice", str(day), "--profile", str(profile), cwd=elsewhere)
     assert code == 0, err
     assert "nothing measured" in out
+
+
+def test_a_long_site_name_keeps_its_own_column(profile: Path) -> None:
+    tiny = ("--const", "V=8", "--const", "D=8", "--const", "H=2", "--const", "L=1")
+    code, out, err = run_presk(
+        "plan", "tests/ad/minigpt_grad.psk", "--entry", "loss_grad", *tiny, "--dim", "B=2",
+        "--dim", "T=4", "--realize", "f32", "--profile", str(profile),
+    )  # fmt: skip
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("PositionEmbedding"))
+    assert row.split()[:2] == ["PositionEmbedding.apply.fwd/%3", "[4, 8]"]

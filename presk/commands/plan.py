@@ -125,8 +125,10 @@ def _plan(args: argparse.Namespace) -> int:
     captured = capture(request)
     costing = time.perf_counter()
     u = profile.u
+    # The seed's columns, the first widened for a longer site name than its 28 characters.
+    wide = max([29, *(len(n.site) + 1 for n in captured.nests)])
     rows: list[str] = [
-        f"{'nest':<29}{'operands':<32}{'space':<10}{'predicted':<19}{'undecided':<11}layout"
+        f"{'nest':<{wide}}{'operands':<32}{'space':<10}{'predicted':<19}{'undecided':<11}layout"
     ]
     layouts: dict[str, Layout] = {}
     total = 0
@@ -150,7 +152,7 @@ def _plan(args: argparse.Namespace) -> int:
             layouts[nest.site] = best_point
             said = best_point.text()
         rows.append(
-            f"{nest.site:<29}{nest.operands:<24}{len(points):>6} points{best:>12.2f} µs"
+            f"{nest.site:<{wide}}{nest.operands:<24}{len(points):>6} points{best:>12.2f} µs"
             f"{undecided:>5} within 1 + u  {said}"
         )
     costed = time.perf_counter() - costing
