@@ -89,9 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
             modules[name].add(sub)
         elif name == "help":
             helper = sub.add_parser(name, help=text, description=text)
-            helper.add_argument(
-                "topic", nargs="*", metavar="COMMAND", help="a command (and its action: `data chars`)"
-            )
+            topic = "a command (and its action: `data chars`)"
+            helper.add_argument("topic", nargs="*", metavar="COMMAND", help=topic)
         else:
             other = sub.add_parser(name, help=text, description=f"{text} (not built yet)")
             other.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

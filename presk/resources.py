@@ -11,7 +11,6 @@ import os
 from functools import cache
 from pathlib import Path
 
-
 # A file of each tree: a directory of the same name is not enough, since in a wheel the
 # first candidate is site-packages, where anything may sit.
 MARKERS = ("templates/c/function.c.j2", "runtime/c/presk_rt.h", "libm/musl/presk_libm.c")

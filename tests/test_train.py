@@ -328,6 +328,46 @@ def test_bad_checkpoints_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
+def test_a_directory_of_someone_else_s_files_is_not_a_checkpoint_directory(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    files = {"log.jsonl": "precious\n", "final.psk.d": "mine", "step_5.json": "x"}
+    for name, text in files.items():
+        (mine / name).write_text(text)
+    code, out, err = run_presk("train", TRAIN, "--steps", "2", "--ckpt", str(mine))
+    assert (code, out) == (1, "") and "holds files presk did not write" in err
+    assert {p.name: p.read_text() for p in mine.iterdir()} == files
+    # presk's own directory is marked, and a later run writes into it again.
+    ours = tmp_path / "ours"
+    for _ in range(2):
+        code, _, err = run_presk("train", TRAIN, "--steps", "2", "--ckpt", str(ours))
+        assert code == 0, err
+    assert (ours / checkpoint.MARKER).is_file()
+    # A directory of checkpoints written before the marker is presk's too.
+    (ours / checkpoint.MARKER).unlink()
+    code, _, err = run_presk("train", TRAIN, "--steps", "4", "--resume", str(ours))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("plot", ["program", "log", "", "dir", "loss.txt"])
+def test_a_plot_is_checked_before_the_run(tmp_path: Path, plot: str) -> None:
+    program = tmp_path / "07_train.psk"
+    program.write_bytes((REPO_ROOT / TRAIN).read_bytes())
+    for other in ("data", "01_linear.psk", "02_norm.psk", "06_tower.psk"):
+        (tmp_path / other).symlink_to(REPO_ROOT / "tutorial" / other)
+    ckpt = tmp_path / "c"
+    names = {"program": str(program), "log": str(ckpt / "log.jsonl"), "dir": str(tmp_path)}
+    code, out, err = run_presk(
+        "train", str(program), "--steps", "2", "--ckpt", str(ckpt),
+        "--plot", names.get(plot, plot if not plot else str(tmp_path / plot)),
+    )  # fmt: skip
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1, err
+    assert program.read_bytes() == (REPO_ROOT / TRAIN).read_bytes()
+    assert not ckpt.exists()
+
+
 def test_train_refuses_a_file_without_a_run() -> None:
     code, _, err = run_presk("train", "tutorial/06_tower.psk")
     assert code == 2 and "has no `training run` block" in err

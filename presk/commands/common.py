@@ -13,7 +13,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, NoReturn
@@ -261,16 +261,28 @@ def _plan_refused(error: PlanError) -> None:
     return None
 
 
-def check_out_file(flag: str, path: str) -> None:
+def check_out_file(flag: str, path: str, inputs: Sequence[str] = ()) -> None:
     """Refuse, before any work, an output file that cannot be written whole: a directory
-    (`.` too), or a path in a directory that does not exist. Nothing there is touched."""
+    (`.` too), a path in a directory that does not exist, or the same file as one of the
+    command's `inputs` (the program it reads, say). Nothing there is touched."""
     if path == "":
         raise UsageError(f"{flag}: an empty name; name the file to write")
+    said = printable(path)
     if os.path.isdir(path):
-        raise UsageError(f"{flag} {path}: a directory, not a file; name the file to write")
+        raise UsageError(f"{flag} {said}: a directory, not a file; name the file to write")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise UsageError(f"{flag} {path}: no directory {parent} to write it in")
+        raise UsageError(f"{flag} {said}: no directory {printable(parent)} to write it in")
+    for source in inputs:
+        if _same_file(path, source):
+            raise UsageError(f"{flag} {said}: the file the command reads; name another")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False  # one of them is not there (yet): not the same file
 
 
 def write_out(flag: str, path: str, write: Callable[[], None]) -> None:

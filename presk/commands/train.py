@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from presk.commands.common import (
+    check_out_file,
     file_args,
     guard,
     plan_arg,
@@ -122,8 +123,12 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
     directory = args.ckpt or args.resume
     if directory is None and run.checkpoint_dir is not None:
         directory = os.path.join(os.path.dirname(args.file), run.checkpoint_dir)
-    if args.plot and directory is None:
+    if args.plot is not None and directory is None:
         raise UsageError("--plot draws the run's log: give --ckpt DIR")
+    if directory is not None:  # before anything is compiled or drawn
+        checkpoint.check(directory)
+    if args.plot is not None:
+        check_plot(args.plot, [args.file, os.path.join(directory or "", "log.jsonl")])
     dims = batches.dims
     model = str(at_dims(run.params, dims))
     meta = checkpoint.Meta(
@@ -220,7 +225,7 @@ def _train(args: argparse.Namespace, stop: _Stop) -> int:
         f"presk train: {last.step - start} steps of {run.model}, final loss {last.loss:.6f}, "
         f"weights {weights}"
     )
-    if args.plot and out_dir is not None:
+    if args.plot is not None and out_dir is not None:
         plot_log(read_log(out_dir / "log.jsonl"), args.plot, run.model)
         print(f"presk train: drew {printable(args.plot)}")
     return 0
@@ -293,9 +298,18 @@ def _emit(bar: Any, line: str) -> None:
         print(line, flush=True)
 
 
+def check_plot(path: str, inputs: list[str]) -> None:
+    """`--plot FILE.png`, refused before any work: a name that cannot be written, one
+    without the `.png` of the image it gets, or one of the command's own inputs."""
+    check_out_file("--plot", path, inputs)
+    if not path.lower().endswith(".png"):
+        raise UsageError(f"--plot {printable(path)}: the image is a PNG; name it FILE.png")
+
+
 def _redraw(args: argparse.Namespace) -> int:
-    if not args.plot:
+    if args.plot is None:
         raise UsageError(f"{printable(args.file)}: a log is redrawn with --plot FILE.png")
+    check_plot(args.plot, [args.file])
     try:
         records = read_log(Path(args.file))
     except OSError as error:

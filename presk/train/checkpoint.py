@@ -10,7 +10,9 @@ A checkpoint of step N in DIR is three files:
 
 The JSON is written last, so a run killed mid-checkpoint leaves at most stray
 temporary files and the previous checkpoint stays the latest one. Nothing is
-ever deleted here: a later checkpoint of the same step replaces its files.
+ever deleted here: a later checkpoint of the same step replaces its files. The
+directory is marked as presk's (`.presk-ckpt`) when training first writes into
+it, and a directory that holds anything else is refused.
 """
 
 from __future__ import annotations
@@ -62,15 +64,51 @@ class Meta:
         }
 
 
-def prepare(directory: str) -> Path:
-    """The checkpoint directory, made if absent; a one-line error if it cannot be."""
-    path = Path(directory)
+# What marks a directory as presk's checkpoints: training writes into no other.
+MARKER = ".presk-ckpt"
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` holds presk's checkpoints: the marker, or (a run before the marker
+    was written) a complete checkpoint that reads as one."""
+    if (path / MARKER).is_file():
+        return True
+    step = latest(str(path))
+    if step is None:
+        return False
+    try:
+        load(str(path), step)
+    except CommandError:
+        return False
+    return True
+
+
+def check(directory: str) -> None:
+    """Refuse, before any work, a checkpoint directory presk may not write into: a file,
+    or a directory holding anything but presk's checkpoints (the log it would rewrite
+    and the files it would replace might be someone else's)."""
+    path, said = Path(directory), printable(directory)
     if path.exists() and not path.is_dir():
-        raise CommandError(f"--ckpt {printable(directory)}: a file, not a directory")
+        raise CommandError(f"checkpoint directory {said}: a file, not a directory")
+    if path.is_dir() and any(path.iterdir()) and not _ours(path):
+        raise CommandError(
+            f"checkpoint directory {said}: holds files presk did not write (no {MARKER}); "
+            "name a new or empty directory (--ckpt DIR)"
+        )
+
+
+def prepare(directory: str) -> Path:
+    """The checkpoint directory, made if absent and marked as presk's; a one-line error
+    if it cannot be, or if it holds what presk did not write."""
+    check(directory)
+    path = Path(directory)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise CommandError(f"--ckpt {printable(directory)}: {error.strerror}") from None
+        said = printable(directory)
+        raise CommandError(f"checkpoint directory {said}: {error.strerror}") from None
+    if not (path / MARKER).is_file():
+        _write_json(path / MARKER, {"presk": "checkpoints", "format": FORMAT})
     return path
 
 
