@@ -193,6 +193,24 @@ def test_an_output_file_is_checked_before_any_work(
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
+def test_an_output_file_is_not_the_program_it_reads(profile: Path, tmp_path: Path) -> None:
+    program = tmp_path / "linear.psk"
+    program.write_bytes((REPO_ROOT / LINEAR[0]).read_bytes())
+    source = (str(program), *LINEAR[1:])
+    runs = [
+        ("plan", *source, "--profile", str(profile), "--out", str(program)),
+        ("plan", *source, "--profile", str(profile), "--out", str(profile)),
+        ("autotune", *source, "--out", str(tmp_path / "day"), "--out-plan", str(program)),
+    ]
+    before = profile.read_bytes()
+    for argv in runs:
+        code, out, err = run_presk(*argv)
+        one_line_failure(code, err, 2)
+        assert "the file the command reads" in err
+    assert program.read_bytes() == (REPO_ROOT / LINEAR[0]).read_bytes()
+    assert profile.read_bytes() == before and not (tmp_path / "day").exists()
+
+
 def test_autotune_leaves_a_directory_with_its_own_meta_json(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -107,7 +107,7 @@ def _autotune(args: argparse.Namespace) -> int:
     if args.out_plan is not None:
         if os.path.abspath(args.out_plan) == os.path.abspath(args.out):
             raise UsageError("--out-plan names the sweep's directory: give the plan another name")
-        check_out_file("--out-plan", args.out_plan)
+        check_out_file("--out-plan", args.out_plan, [args.file])
     planned = planned_of(args)
     if planned is None:
         return 1

@@ -113,7 +113,7 @@ def _realization_json(spec: str) -> object:
 def _plan(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.out is not None:
-        check_out_file("--out", args.out)
+        check_out_file("--out", args.out, [args.file, args.profile or ""])
     profile = layout_profile(args.profile)
     realization = realization_of(args.realize)
     if realization is None:
