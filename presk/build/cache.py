@@ -14,6 +14,9 @@ Invariants:
   entry (a file, a symbolic link, which is unlinked and never followed, or a directory) is
   removed, and the unit is built again. Only those names, inside the root, are ever
   removed: the root itself, and anything not named by the layout, are never touched.
+- A root is presk's before anything in it is removed: it is made by presk, marked
+  `.presk-cache`, or holds only the layout's names. A directory of other files (a
+  `PRESK_CACHE` pointing at someone's work) is a root that cannot be used.
 - A root that cannot be used (a file, a path under a file, a directory where writes fail)
   is replaced for the rest of the process by a private temporary root, with a one-line
   warning on stderr; the temporary root is removed at exit. If that fails too, the build
@@ -45,6 +48,7 @@ OBJECT_NAME = "unit.so"
 LOCK_NAME = ".lock"
 WORK_PREFIX = ".build-"
 IDENTITY_DIR = "identity"
+ROOT_MARKER = ".presk-cache"  # a root of presk's (see `claim`)
 # Compiled into every object (see `marker_source`), so an object names the entry it is for.
 MARKER = b"presk-build-key:"
 
@@ -89,7 +93,39 @@ def root() -> Path:
     found = _fallbacks.get(name)
     if found is not None:
         return found
-    return path if path is not None else fall_back(OSError(errno.ENOENT, "no home directory"))
+    if path is None:
+        return fall_back(OSError(errno.ENOENT, "no home directory"))
+    if name not in _claimed:
+        try:
+            claim(path)
+        except OSError as error:
+            return fall_back(error)
+        _claimed.add(name)
+    return path
+
+
+# The roots this process has found to be presk's (or made so).
+_claimed: set[str] = set()
+
+
+def claim(path: Path) -> None:
+    """Make `path` a root of presk's, or raise OSError: a missing or empty directory is
+    made one, marked with ROOT_MARKER; a marked one is one; so is one holding only the
+    layout's names (a cache written before the marker). A directory holding anything else
+    is someone's (`PRESK_CACHE=~/work`): healing an entry removes what sits at presk's
+    names, and there they would be that someone's files."""
+    path.mkdir(parents=True, exist_ok=True)
+    if (path / ROOT_MARKER).is_file():
+        return
+    for child in path.iterdir():
+        layout = child.name == IDENTITY_DIR or (
+            len(child.name) == 2 and all(c in "0123456789abcdef" for c in child.name)
+        )
+        if not (layout and _is_dir(child)):
+            raise OSError(errno.EEXIST, "it holds files presk did not write", str(path))
+    # A read-only cache of presk's still serves its hits: the marker is only a courtesy.
+    with contextlib.suppress(OSError):
+        (path / ROOT_MARKER).write_text("presk's build cache: presk may remove what is here\n")
 
 
 def fall_back(error: OSError) -> Path:

@@ -83,14 +83,22 @@ class CountingCC:
 
 
 def _files(root: Path) -> list[Path]:
-    # The compiler identities kept under identity/ describe the compiler, not a unit.
+    # The compiler identities kept under identity/ describe the compiler, not a unit, and
+    # the root's marker says whose the root is.
     if not root.exists():
         return []
-    return sorted(p for p in root.rglob("*") if p.is_file() and "identity" not in p.parts)
+    marker = root / ".presk-cache"
+    return sorted(
+        p for p in root.rglob("*") if p.is_file() and "identity" not in p.parts and p != marker
+    )
 
 
 def _units(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if "identity" not in p.relative_to(root).parts]
+    return [
+        p
+        for p in root.rglob("*")
+        if "identity" not in p.relative_to(root).parts and p != root / ".presk-cache"
+    ]
 
 
 def test_build_load_call(cache: Path) -> None:

@@ -66,6 +66,7 @@ def cc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingCC]:
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     monkeypatch.setattr(bcache, "_fallbacks", {})
+    monkeypatch.setattr(bcache, "_claimed", set())
     yield counting
 
 
@@ -371,6 +372,35 @@ def test_cache_that_is_a_file_falls_back(
     monkeypatch.setenv("PRESK_CACHE", str(blocker / "two\nlines"))
     assert _add(bc.build(ADD_C)) == 3.75
     _one_warning(capsys.readouterr().err, blocker / "two\\nlines")  # escaped: one line
+
+
+def test_a_root_of_someone_else_s_files_is_left_alone(
+    cc: CountingCC, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "identity").write_text("my notes")  # at one of presk's names, and a file
+    (work / "ab").mkdir()
+    (work / "ab" / "draft.txt").write_text("mine")
+    monkeypatch.setenv("PRESK_CACHE", str(work))
+    so = bc.build(ADD_C)
+    assert so.is_relative_to(tmp_path / "tmp") and _add(so) == 3.75
+    err = capsys.readouterr().err
+    _one_warning(err, work)
+    assert "presk did not write" in err
+    assert sorted(p.name for p in work.rglob("*")) == ["ab", "draft.txt", "identity"]
+    assert (work / "identity").read_text() == "my notes"
+
+
+def test_a_root_presk_made_is_marked_and_an_older_one_is_adopted(
+    cc: CountingCC, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    so = bc.build(ADD_C)
+    root = tmp_path / "cache"
+    assert (root / bcache.ROOT_MARKER).is_file() and so.is_relative_to(root)
+    (root / bcache.ROOT_MARKER).unlink()  # as a cache written before the marker
+    monkeypatch.setattr(bcache, "_claimed", set())
+    assert bc.build(ADD_C) == so and (root / bcache.ROOT_MARKER).is_file()
 
 
 def _read_only(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
