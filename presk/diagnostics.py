@@ -543,7 +543,7 @@ def render(diag: Diagnostic, color: bool = False) -> str:
 
     painter = _Painter(diag, width, color)
     for index, (src, ps, groups) in enumerate(layout):
-        where = f"{src.path}:{ps[0].first_line}:{ps[0].first_col}"
+        where = f"{printable(src.path)}:{ps[0].first_line}:{ps[0].first_col}"
         if index == 0:
             painter.emit(" " * (width + 2) + f",-[ {where} ]")
         else:

@@ -368,3 +368,23 @@ def test_huge_const_values_are_refused_at_once(value: str) -> None:
     code, out, err = run_presk("check", "tutorial/03_attention.psk", "--const", f"H={value}")
     assert (code, out) == (2, "")
     assert one_line(err) and "--const H=" in err
+
+
+def test_a_path_is_printed_as_one_line_of_printable_text(tmp_path: Path) -> None:
+    program = tmp_path / "z\x1b[31m\nb.psk"
+    program.write_text("dim B\nstatic assert 1 == 2\n", encoding="utf-8")
+    code, out, err = run_presk("check", str(program))
+    assert code == 1 and "\x1b" not in err and "z\\x1b[31m\\nb.psk:2:1" in err
+    program.write_text("dim B\nfn f(x : ℝ[B]) -> ℝ[B] = x\n", encoding="utf-8")
+    code, out, err = run_presk("dump", str(program), "--stage", "elab")
+    assert code == 0 and "== " in out and "\x1b" not in out + err
+
+
+def test_an_export_s_summary_is_one_line(tmp_path: Path) -> None:
+    out_dir = tmp_path / "e\x1b[1m\nx"
+    code, out, err = run_presk(
+        "export", "tutorial/01_linear.psk", "--target", "c", "--entry", "Linear{3, 2}.apply",
+        "--dim", "batch=2", "-o", str(out_dir),
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.count("\n") == 1 and "\x1b" not in out and "e\\x1b[1m\\nx" in out

@@ -285,6 +285,12 @@ def _same_file(a: str, b: str) -> bool:
         return False  # one of them is not there (yet): not the same file
 
 
+def say_summary(summary: str) -> None:
+    """An export's summary on stdout as one line of printable text: it names the entry
+    and the directory as the user typed them (a newline, an escape sequence)."""
+    sys.stdout.write(printable(summary) + "\n")
+
+
 def write_out(flag: str, path: str, write: Callable[[], None]) -> None:
     """Run `write` (an atomic write of `path`); a failure is the command's one line."""
     try:

@@ -20,6 +20,7 @@ from presk.commands.common import (
     planned_of,
     realization_arg,
     refuse_later_flags,
+    say_summary,
     threads_of,
 )
 from presk.diagnostics import UsageError, printable
@@ -189,7 +190,7 @@ def _export(args: argparse.Namespace) -> int:
     write_plan(plan, args.output, chosen.entry.text)
     for note in plan.notes:
         sys.stderr.write(note + "\n")
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 
@@ -215,7 +216,7 @@ def _train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     plan = plan_train(request)
     write_plan(plan, args.output, "--train")
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 
@@ -310,7 +311,7 @@ def _library(
     request = CLibrary(name, tuple(compiled), args.file, args.realize, threads, args.output)
     plan = plan_library(request)
     write_plan(plan, args.output, ", ".join(entries))
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 

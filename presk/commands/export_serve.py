@@ -9,9 +9,8 @@ token), 32 of them, greedy and sampled with `--seed` at temperature 0.8.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from presk.commands.common import block_export_flags, plan_shares, program_of
+from presk.commands.common import block_export_flags, plan_shares, program_of, say_summary
 from presk.diagnostics import UsageError, printable
 from presk.entries import Binding, Entry
 from presk.export.serve import CServe, plan_serve
@@ -90,7 +89,7 @@ def export_serve(args: argparse.Namespace) -> int:
     )
     plan = plan_serve(request)
     write_plan(plan, args.output, "--serve")
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 

@@ -8,6 +8,7 @@ dotted path and type of each leaf of its parameter tree.
 
 from __future__ import annotations
 
+from presk.diagnostics import printable
 from presk.elab.ty import ModuleT, Params
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
@@ -36,12 +37,12 @@ def _signature(info: FnInfo, module_fn: bool) -> str:
 def elab_dump(checked: CheckedProgram) -> str:
     """The text of the elaboration dump."""
     main = checked.program.main
-    lines = [f"== {main.path} (main)"]
+    lines = [f"== {printable(main.path)} (main)"]
     infos = {info.decl: info for info in checked.functions if info.decl is not None}
     for imported in main.import_decls:
         target = main.imports.get(imported.alias.name)
         if target is not None:
-            lines.append(f"import {imported.alias.name} = {target.path}")
+            lines.append(f"import {imported.alias.name} = {printable(target.path)}")
     for name, value in main.consts.items():
         lines.append(f"const {name} = {_value(value)}")
     for name, _dim in main.dims.items():

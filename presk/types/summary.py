@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from presk.diagnostics import printable
 from presk.syntax import ast
 from presk.types.check import CheckedProgram, FnInfo
 from presk.types.training import pipeline_parts, sample_type, source_text
@@ -96,7 +97,8 @@ def training_summary(checked: CheckedProgram, file_type: FileType | None = None)
                 directory = os.path.dirname(main.path)
                 checked_run = next((r for r in checked.trainings if r.name == run.name.name), None)
                 holds = " — " + file_type(os.path.join(directory, path), checked_run)
-            lines.append(f"    data    : {path} ({', '.join(steps)}){holds}")
+            said = printable(f"{path} ({', '.join(steps)}){holds}")
+            lines.append(f"    data    : {said}")
         if "epochs" in fields:
             lines.append(f"    epochs  : {source_text(fields['epochs'].value)}")
         if run.checkpoint is not None:
