@@ -205,6 +205,7 @@ def test_an_output_file_is_not_the_program_it_reads(profile: Path, tmp_path: Pat
     before = profile.read_bytes()
     for argv in runs:
         code, out, err = run_presk(*argv)
+        assert out == ""
         one_line_failure(code, err, 2)
         assert "the file the command reads" in err
     assert program.read_bytes() == (REPO_ROOT / LINEAR[0]).read_bytes()
