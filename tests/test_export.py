@@ -171,6 +171,25 @@ def test_the_summary_counts_launches_nothing_reads(tmp_path: Path) -> None:
     assert "(0 dead, on one thread)" in out
 
 
+def test_an_entry_whose_result_is_a_constant_exports(tmp_path: Path) -> None:
+    src = tmp_path / "constant.psk"
+    src.write_text(
+        "dim B\nfn f(x : ℝ[B, 4]) -> ℝ[] = 3\n"
+        "fn h(x : ℝ[B, 4]) -> (ℝ[B, 4], ℝ[]) = (x, 2)\n",
+        encoding="utf-8",
+    )
+    for entry in ("f", "h"):
+        out = tmp_path / entry
+        code, _, err = run_presk("export", str(src), "--entry", entry, "--dim", "B=1",
+                                 "-o", str(out))  # fmt: skip
+        assert code == 0, err
+        presk = str(Path(sys.executable).parent / "presk")
+        done = subprocess.run(["make", "-s", "-C", str(out), "check", f"PRESK={presk}"],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "relative 0" in done.stdout
+
+
 def test_a_mixed_realization_exports_with_the_native_bits(tmp_path: Path) -> None:
     spec = tmp_path / "r.json"
     spec.write_text('{"default": "f32", "storage": {"loss/%6": "f64"}}')

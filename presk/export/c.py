@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
+from typing import assert_never
 
 import gmpy2
 import numpy as np
@@ -106,25 +108,32 @@ def _input_leaves(
 
 def _reference_leaves(result: Value) -> list[np.ndarray]:
     """The exact reference's result leaves, rounded once to f64 for the file."""
-    leaves: list[Tensor] = []
+    out: list[np.ndarray] = []
 
-    def walk(v: Value) -> None:
-        match v:
-            case Tensor():
-                leaves.append(v)
-            case Tree():
-                leaves.extend(leaf for _, leaf in v.leaves())
-            case tuple():
-                for item in v:
-                    walk(item)
-
-    walk(result)
-    out = []
-    for leaf in leaves:
+    def tensor(leaf: Tensor) -> None:
         if leaf.kind.name != "REAL":
             out.append(np.array(leaf.data.tolist(), dtype=np.int64).reshape(leaf.shape))
         else:
             out.append(np.array([float(x) for x in leaf.data.reshape(-1)]).reshape(leaf.shape))
+
+    def walk(v: Value) -> None:
+        match v:
+            case Tensor():
+                tensor(v)
+            case Tree():
+                for _, leaf in v.leaves():
+                    tensor(leaf)
+            case tuple():
+                for item in v:
+                    walk(item)
+            case Fraction():  # a real the reference kept exact: a result `= 3`
+                out.append(np.array(float(v)))
+            case rng.Key():
+                raise ExportError("the entry returns a random key, which a C program cannot")
+            case _:
+                assert_never(v)
+
+    walk(result)
     return out
 
 
