@@ -188,6 +188,13 @@ def test_an_entry_whose_result_is_a_constant_exports(tmp_path: Path) -> None:
                               capture_output=True, text=True)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "relative 0" in done.stdout
+    # Its one nest draws no input: the scop driver's draw is called nowhere, and says so.
+    code, _, err = run_presk("export", str(src), "--entry", "f", "--dim", "B=1", "--mode",
+                             "scop", "-o", str(tmp_path / "s"))  # fmt: skip
+    assert code == 0, err
+    done = subprocess.run(["make", "-s", "-C", str(tmp_path / "s"), "check"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
 
 
 def test_a_mixed_realization_exports_with_the_native_bits(tmp_path: Path) -> None:
