@@ -428,3 +428,11 @@ def test_a_long_site_name_keeps_its_own_column(profile: Path) -> None:
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("PositionEmbedding"))
     assert row.split()[:2] == ["PositionEmbedding.apply.fwd/%3", "[4,"]
+
+
+@pytest.mark.parametrize("extra", [(), ("--calibrate", "p.json")])
+def test_combine_without_a_layout_calibration_is_refused(tmp_path: Path, extra: tuple) -> None:
+    source = (str(REPO_ROOT / LINEAR[0]), *LINEAR[1:])
+    code, out, err = run_presk("bench", *source, "--combine", "sum", *extra, cwd=tmp_path)
+    one_line_failure(code, err, 2)
+    assert out == "" and "--combine" in err and list(tmp_path.iterdir()) == []

@@ -122,6 +122,8 @@ def _bench(args: argparse.Namespace) -> int:
         return calibrate(args, chosen, request, repeat)
     if args.space is not None:
         raise UsageError("--space chooses what --calibrate times: give both or neither")
+    if args.combine is not None:
+        raise UsageError("--combine chooses the layout model's form: give it with --calibrate")
     if args.by_kernel:
         realize = args.realize or ("f32" if plan.realization is None else None)
         return _by_kernel(chosen, realize, plan, threads, repeat, drawn)

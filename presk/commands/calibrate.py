@@ -78,7 +78,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--combine",
-        default="pnorm",
+        default=None,
         choices=FORMS,
         help="with --space calib: how the model's terms combine (default pnorm)",
     )
@@ -150,7 +150,7 @@ def calibrate(args: argparse.Namespace, chosen: Chosen, request: Request, repeat
     """The calibration bench's --calibrate asks for; its exit code."""
     if args.space == "calib":
         return _layouts(args, chosen, request, repeat)
-    if args.combine != "pnorm":
+    if args.combine is not None:
         raise UsageError("--combine chooses the layout model's form: give it with --space calib")
     return _roofline(args, request, repeat)
 
@@ -189,7 +189,7 @@ def _layouts(args: argparse.Namespace, chosen: Chosen, request: Request, repeat:
         fresh.append(Sample(m.point.text(), terms.group, terms, m.median * 1e6, site))
     if not fresh:
         raise CommandError(f"--space calib: no layout of {nest.site} could be timed")
-    profile, done = fitted_profile("layout", machine, [*kept, *fresh], args.combine, prior)
+    profile, done = fitted_profile("layout", machine, [*kept, *fresh], args.combine or "pnorm", prior)
     _write(profile, path)
     out = [machine.line(nest.site, nest.dtype), f"-- costed under the rules {RULES}"]
     out.append(f"{'layout':<65}{'group':<20}{'measured µs':>11}{'predicted µs':>13}")
