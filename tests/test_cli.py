@@ -388,3 +388,11 @@ def test_an_export_s_summary_is_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0, err
     assert out.count("\n") == 1 and "\x1b" not in out and "e\\x1b[1m\\nx" in out
+
+
+def test_a_stack_too_deep_to_write_out_is_refused_before_it_is_built() -> None:
+    code, out, err = run_presk(
+        "dump", "tutorial/06_tower.psk", "--stage", "core", "--unroll-stack", "--const",
+        "L=1000000000",
+    )  # fmt: skip
+    assert (code, out) == (1, "") and one_line(err) and "1000000000 layers" in err

@@ -18,6 +18,7 @@ from presk.commands.common import (
     refuse_later_flags,
     remat_arg,
 )
+from presk.core import ir, unroll
 from presk.diagnostics import CommandError, Sink, Source, UsageError, print_diagnostics
 from presk.elab.program import LoadError, read_source
 from presk.pipeline import NotDifferentiable, Request, core_module, front_end, run_back_end
@@ -87,10 +88,9 @@ def _dump(args: argparse.Namespace) -> int:
         sys.stdout.write(elab_dump(checked))
         return 0
     if stage == "core":
-        from presk.core import unroll
         from presk.core.text import module_text
 
-        core = unroll.run(checked.core) if args.unroll_stack else checked.core
+        core = _unrolled(checked.core) if args.unroll_stack else checked.core
         sys.stdout.write(module_text(core))
         return 0
     try:
@@ -99,10 +99,9 @@ def _dump(args: argparse.Namespace) -> int:
         sys.stderr.write(f"presk dump: not built yet: {error}\n")
         return 2
     if stage == "core-after-ad":
-        from presk.core import unroll
         from presk.core.text import module_text
 
-        sys.stdout.write(module_text(unroll.run(module) if args.unroll_stack else module))
+        sys.stdout.write(module_text(_unrolled(module) if args.unroll_stack else module))
         return 0
     if stage == "sched":
         from presk.sched.fusion import sched_text
@@ -152,3 +151,10 @@ def _kernels(args: argparse.Namespace, checked: object) -> int:
     ]
     sys.stdout.write("\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels))
     return 0
+
+def _unrolled(module: ir.Module) -> ir.Module:
+    """`--unroll-stack`: the module with its folds written out, or one line (exit 1)."""
+    try:
+        return unroll.run(module)
+    except unroll.UnrollError as error:
+        raise CommandError(str(error)) from None

@@ -12,6 +12,23 @@ from presk.core.walk import remap
 from presk.elab.presburger import Lin
 from presk.elab.ty import Params
 
+# The most layers a stack is written out as: a listing of one call per layer is for
+# reading, and a count beyond this (`--const L=10^9`) would only fill memory.
+MAX_LAYERS = 1 << 16
+
+
+class UnrollError(Exception):
+    """A stack too deep to write one call per layer (one line for the user)."""
+
+
+def check_layers(count: int, what: str) -> None:
+    """Refuse, before anything is built, a stack of more than MAX_LAYERS layers."""
+    if count > MAX_LAYERS:
+        raise UnrollError(
+            f"{what}: a stack of {count} layers is not written one call per layer "
+            f"(at most {MAX_LAYERS}); keep the fold"
+        )
+
 
 def _int_count(size: Lin) -> int | None:
     """A constant, whole layer count; None when it depends on a dimension."""
@@ -40,6 +57,7 @@ def _function(fn: ir.Function) -> ir.Function:
         op = remap(instr.op, m)
         count = _int_count(op.count) if isinstance(op, ir.Fold) else None
         if isinstance(op, ir.Fold) and count is not None:
+            check_layers(count, f"--unroll-stack, `{op.fn}` in `{fn.name}`")
             stacked_ty = _type_of(fn, body, op.stacked)
             assert isinstance(stacked_ty, Params)
             layer_ty = Params(stacked_ty.inst.unstacked())
