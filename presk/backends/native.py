@@ -34,7 +34,7 @@ from presk.elab.ty import dims_env
 from presk.host.program import HConst, HKey, HostProgram, HTensor, HTree, HValue
 from presk.host.realization import Realization
 from presk.interp import rng
-from presk.interp.reference import Tree, Value
+from presk.interp.reference import RunError, Tree, Value
 from presk.interp.tensor import Axis, Kind, Tensor
 
 REALIZATIONS = ("f64", "f32", "bf16")
@@ -64,6 +64,7 @@ def layout_of_type(
     from presk.elab.ty import Elem, Hyper, KeyT, Params, TupleT, subst
     from presk.elab.ty import Tensor as TensorT
     from presk.interp.synth import axes_of
+    from presk.interp.synth import concrete as concrete_size
     from presk.types.scope import param_leaves
 
     env = dims_env(dims)
@@ -75,7 +76,10 @@ def layout_of_type(
             storage = "i64"
             if ty.elem == Elem.REAL:
                 storage = realization.default if path is None else realization.param(path)
-            return HTensor("", storage, tuple((a.name, a.size) for a in axes))
+            bound = None
+            if ty.elem == Elem.IDX and concrete.bound is not None:
+                bound = concrete_size(concrete.bound, dims)
+            return HTensor("", storage, tuple((a.name, a.size) for a in axes), bound)
         case Params():
             concrete_params = subst(ty, env)
             assert isinstance(concrete_params, Params)
@@ -90,7 +94,8 @@ def layout_of_type(
             return HKey("")
         case Hyper():
             if default is None:
-                raise TypeError("a hyperparameter without a default")
+                # An entry runs its hyperparameters at their defaults (as `presk run` draws).
+                raise RunError(f"cannot compile hyperparameter of type {ty}: no default")
             return HConst(default)
     raise TypeError(f"no native layout for `{ty}`")
 
@@ -147,13 +152,30 @@ def _storage(value: HostArg, leaf: HTensor, where: str) -> npt.NDArray[Any]:
     if leaf.dtype == "i64":
         if array.dtype.kind not in "iub":
             raise UsageError(f"{where}: expected integers (indices or a mask), got {array.dtype}")
-        return np.ascontiguousarray(array, dtype=np.int64)
+        if array.dtype.kind == "u" and array.size and int(array.max()) > 2**63 - 1:
+            raise UsageError(f"{where}: {int(array.max())} is too large for an index")
+        indices = np.ascontiguousarray(array, dtype=np.int64)
+        outside = _outside(indices, leaf.bound)
+        if outside is not None:
+            raise UsageError(f"{where}: index {outside} out of range for idx[{leaf.bound}]")
+        return indices
     if array.dtype.kind not in "fiub":
         raise UsageError(f"{where}: expected real numbers, got {array.dtype}")
     if leaf.dtype == "f64":
         return np.ascontiguousarray(array, dtype=np.float64)
     singles = np.ascontiguousarray(array, dtype=np.float32)
     return singles if leaf.dtype == "f32" else to_bf16(singles)
+
+
+def _outside(indices: npt.NDArray[Any], bound: int | None) -> int | None:
+    """The first index outside [0, bound), or None: C reads tables at these indices
+    without checking them, so none outside may reach it."""
+    if bound is None or not indices.size:
+        return None
+    if int(indices.min()) >= 0 and int(indices.max()) < bound:
+        return None
+    flat = indices.reshape(-1)
+    return int(flat[np.flatnonzero((flat < 0) | (flat >= bound))[0]])
 
 
 def _first_mismatch(shape: tuple[int, ...], axes: tuple[tuple[str | None, int], ...]) -> str:
@@ -202,6 +224,23 @@ def _flatten(layout: HValue, value: HostArg, where: str) -> list[npt.NDArray[Any
     raise TypeError(f"unexpected layout {layout!r}")
 
 
+def check_arguments(
+    layouts: tuple[HValue, ...], args: list[HostArg]
+) -> list[npt.NDArray[Any] | rng.Key]:
+    """Arguments against the entry's layouts: their count, every tree's keys, every
+    tensor's shape, element kind and index range; a wrong one is a UsageError naming
+    it (`argument 2.w`). The pointer leaves, as buffers in the layouts' types.
+
+    Both backends of `presk.Entry` check their arguments here."""
+    if len(args) != len(layouts):
+        raise UsageError(f"the entry takes {len(layouts)} arguments, got {len(args)}")
+    return [
+        x
+        for i, (layout, value) in enumerate(zip(layouts, args, strict=True))
+        for x in _flatten(layout, value, f"argument {i + 1}")
+    ]
+
+
 def _rebuild(
     template: HValue, leaves: list[Any], record: Callable[[tuple[tuple[str, Any], ...]], Any]
 ) -> Any:
@@ -247,6 +286,7 @@ class _Leaf:
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     strides: tuple[int, ...]  # row-major: a contiguous array has exactly these
+    bound: int | None = None  # an index tensor's values lie in [0, bound)
 
 
 def _plan(layouts: tuple[HValue, ...]) -> tuple[list[_Leaf], list[tuple[Access, int]]]:
@@ -256,11 +296,11 @@ def _plan(layouts: tuple[HValue, ...]) -> tuple[list[_Leaf], list[tuple[Access, 
 
     def walk(layout: HValue, at: Access) -> None:
         match layout:
-            case HTensor(_, dtype, axes):
+            case HTensor(_, dtype, axes, bound):
                 shape = tuple(s for _, s in axes)
                 kind = np.dtype(Dtype(dtype).numpy)
                 strides = np.zeros(shape, dtype=kind).strides if 0 not in shape else ()
-                leaves.append(_Leaf(at, False, shape, kind, strides))
+                leaves.append(_Leaf(at, False, shape, kind, strides, bound))
             case HKey():
                 leaves.append(_Leaf(at, True, (), np.dtype(np.int64), ()))
             case HTree(items):
@@ -311,6 +351,7 @@ def _as_given(
                 and value.shape == leaf.shape
                 and value.strides == leaf.strides
                 and (value.dtype is leaf.dtype or value.dtype == leaf.dtype)
+                and _outside(value, leaf.bound) is None
             ):
                 raise _Slow
             out.append(value)
@@ -390,15 +431,8 @@ class CompiledEntry:
 
     def buffers(self, args: list[HostArg]) -> list[npt.NDArray[Any] | rng.Key]:
         """The arguments as the buffers C reads, in the `_in` struct's order (checked)."""
-        if len(args) != len(self.layouts):
-            raise UsageError(f"the entry takes {len(self.layouts)} arguments, got {len(args)}")
-        names = [field for field, _, _ in self.unit.inputs]
-        flat = [
-            x
-            for i, (layout, value) in enumerate(zip(self.layouts, args, strict=True))
-            for x in _flatten(layout, value, f"argument {i + 1}")
-        ]
-        assert len(flat) == len(names)
+        flat = check_arguments(self.layouts, args)
+        assert len(flat) == len(self.unit.inputs)
         return flat
 
     def bind(self, args: list[HostArg]) -> Bound:

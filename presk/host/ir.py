@@ -13,7 +13,7 @@ Pointers (`Ptr`) are a name — a parameter (`in0`, `out1`), a frame buffer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from typing import assert_never
@@ -58,6 +58,9 @@ class HTensor:
     ptr: Ptr
     dtype: str
     axes: Axes
+    # An argument's index tensor: its values lie in [0, bound). Only layouts carry it
+    # (arguments are checked against it); it takes no part in equality or hashing.
+    bound: int | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
