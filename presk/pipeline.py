@@ -30,6 +30,7 @@ from presk.diagnostics import CommandError, Sink, UsageError
 from presk.dtypes import Dtype
 from presk.elab.program import LoadError, Program, UnknownConstant
 from presk.elab.program import load as load_program
+from presk.elab.ty import Hyper
 from presk.entries import Binding, Entry
 from presk.host.program import HostProgram, HTensor, HValue, record
 from presk.host.realization import Realization
@@ -167,6 +168,10 @@ def _layout(state: Compilation) -> Compilation:
     request = state.request
     realization = request.realization
     prefix = request.binding.shown_prefix
+    for name, ty, default in request.entry.info.params:
+        if isinstance(ty, Hyper) and default is None:
+            # An entry runs its hyperparameters at their defaults, as `presk run` draws them.
+            raise RunError(f"cannot compile hyperparameter `{name}` of type {ty}: no default")
     layouts = tuple(
         layout_of_type(ty, request.dims, prefix, realization, default)
         for _, ty, default in request.entry.info.params
