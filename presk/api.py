@@ -16,6 +16,8 @@ realization, threads): asking twice gives the same `Entry`.
 
 from __future__ import annotations
 
+import operator
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,10 +29,11 @@ import gmpy2
 import numpy as np
 
 from presk import diagnostics
-from presk.backends.native import CompiledEntry
+from presk.backends.native import CompiledEntry, HostArg, check_arguments, layout_of_type
 from presk.diagnostics import NotBuiltYet, UsageError, render
-from presk.elab.ty import Params, at_dims, dims_env, subst
+from presk.elab.ty import Hyper, Params, at_dims, dims_env, subst
 from presk.entries import Binding, bind_dims, find_entry, function_names
+from presk.host.program import HConst, HKey, HTensor, HTree, HValue
 from presk.host.realization import Realization, RealizationError, parse
 from presk.interp import rng
 from presk.interp.reference import NotBuilt, RunError, Tree, Value
@@ -59,18 +62,28 @@ def load(
     path: str | Path, consts: Mapping[str, int | float | Fraction | str] | None = None
 ) -> Program:
     """A checked program: the file and its imports, with constants overridden by `consts`."""
+    if not isinstance(path, str | os.PathLike) or isinstance(path, bytes):
+        raise UsageError(f"path={path!r}: expected a file path (a str or a pathlib.Path)")
+    if "\0" in str(path):
+        raise UsageError(f"path={str(path)!r}: a file path holds no NUL character")
+    if consts is not None and not isinstance(consts, Mapping):
+        raise UsageError(f"consts={consts!r}: expected a dict of constant names to numbers")
     overrides: dict[str, Fraction] = {}
     for name, value in (consts or {}).items():
+        if not isinstance(name, str):
+            raise UsageError(f"consts: the key {name!r} is not a constant's name (a str)")
         try:
+            if isinstance(value, bool):
+                raise TypeError(value)
             overrides[name] = Fraction(value)
-        except (TypeError, ValueError, ZeroDivisionError):
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
             raise UsageError(f"consts[{name!r}] = {value!r}: not a number") from None
     try:
         checked, sink = front_end(str(path), overrides)
     except diagnostics.CompileError as error:
         raise CompileError(error.diagnostics) from None
-    except diagnostics.CommandError as error:
-        raise UsageError(str(error)) from None
+    except (diagnostics.CommandError, UsageError) as error:
+        raise UsageError(_as_api(str(error))) from None
     return Program(str(path), checked, [d for d in sink.diagnostics if not d.is_error])
 
 
@@ -137,25 +150,53 @@ class Program:
         """
         if plan is not None:
             raise NotBuiltYet("plan= (layout plans come with `presk plan`)")
-        if backend not in ("native", "interp"):
+        _text("name", name)
+        if not isinstance(backend, str) or backend not in ("native", "interp"):
             raise UsageError(f"backend={backend!r}: expected 'native' or 'interp'")
         realization = _realization(realize)
         count = default_threads() if threads is None else _threads(threads)
-        given = {k: str(v) for k, v in (dims or {}).items()}
+        given = _dims(dims)
         key = (name, tuple(sorted(given.items())), backend, repr(realization), count)
         with self._lock:
             if key in self._entries:
                 return self._entries[key]
-            chosen = find_entry(self.checked, name)
+            chosen = _find(self.checked, name)
             binding = _bind(chosen, given)
+            for param, ty, default in chosen.info.params:
+                if isinstance(ty, Hyper) and default is None:
+                    raise UsageError(
+                        f"{name}: hyperparameter `{param}` has no default "
+                        "(an entry runs its hyperparameters at their defaults)"
+                    )
             compiled = None
             if backend == "native":
                 try:
                     compiled = compile_entry(self.checked, chosen, binding, realization, count)
                 except RunError as error:
                     raise RuntimeFailure(error.message) from None
+                layouts = compiled.layouts
+            else:
+                # The reference checks its arguments against the layouts the native
+                # backend would take in f64: the same checks, the same messages.
+                try:
+                    layouts = tuple(
+                        layout_of_type(
+                            ty, binding.dims, binding.shown_prefix, Realization("f64"), default
+                        )
+                        for _, ty, default in chosen.info.params
+                    )
+                except RunError as error:
+                    raise RuntimeFailure(error.message) from None
             made = Entry(
-                self, name, chosen.info.name, binding, backend, realization, count, compiled
+                self,
+                name,
+                chosen.info.name,
+                binding,
+                backend,
+                realization,
+                count,
+                compiled,
+                layouts,
             )
             self._entries[key] = made
             return made
@@ -164,11 +205,14 @@ class Program:
         self, module: str, seed: int = 0, dims: Mapping[str, int] | None = None
     ) -> dict[str, Any]:
         """θ₀ of a module instance (`"Tower"`, `"Linear{3, 2}"`): what `presk run` draws."""
-        chosen = find_entry(self.checked, f"{module}.init")
+        _text("module", module)
+        seed = _seed(seed)
+        given = _dims(dims)
+        chosen = _find(self.checked, f"{module}.init")
         ty = chosen.info.ret
         if not isinstance(ty, Params):
             raise UsageError(f"{module}: not a module with parameters")
-        binding = _bind(chosen, {k: str(v) for k, v in (dims or {}).items()})
+        binding = _bind(chosen, given)
         concrete = at_dims(ty, binding.dims)
         try:
             value: dict[str, Any] = draw(concrete, "θ", "theta", binding.dims, None, seed, None)
@@ -189,6 +233,7 @@ class Entry:
     realization: Realization
     threads: int
     compiled: CompiledEntry | None
+    layouts: tuple[HValue, ...]  # each argument's buffers: what a call is checked against
 
     @property
     def dims(self) -> dict[str, int]:
@@ -196,6 +241,7 @@ class Entry:
 
     def inputs(self, seed: int = 0) -> list[Any]:
         """The arguments `presk run --seed SEED` synthesizes, as arrays and dicts."""
+        seed = _seed(seed)
         info = self._info()
         try:
             drawn: list[Any] = draw_inputs(
@@ -206,9 +252,32 @@ class Entry:
         return drawn
 
     def __call__(self, *args: Any) -> Any:
+        """The entry on `args`; a wrong argument is a UsageError naming it, on either backend."""
+        self._check_hyperparameters(args)
         if self.compiled is not None:
             return self.compiled(*args)
         return self._reference(list(args))
+
+    def _check_hyperparameters(self, args: tuple[Any, ...]) -> None:
+        """A hyperparameter's argument is its default: the entry runs at its defaults
+        (the native code has it compiled in)."""
+        for i, (layout, value) in enumerate(zip(self.layouts, args, strict=False)):
+            if not isinstance(layout, HConst):
+                continue
+            name = self._info().params[i][0]
+            where = f"argument {i + 1} (hyperparameter `{name}`)"
+            number = value.item() if isinstance(value, np.integer | np.floating) else value
+            if isinstance(number, bool) or not isinstance(number, int | float | Fraction):
+                raise UsageError(f"{where}: expected a number, got {type(value).__name__}")
+            try:
+                same = Fraction(number) == layout.value or float(number) == float(layout.value)
+            except (ValueError, OverflowError):
+                same = False
+            if not same:
+                raise UsageError(
+                    f"{where}: {value} is not its default {layout.value}; "
+                    "an entry runs its hyperparameters at their defaults"
+                )
 
     def _info(self) -> Any:
         info = self.program.checked.find(self.function)
@@ -217,16 +286,16 @@ class Entry:
 
     def _reference(self, args: list[Any]) -> Any:
         info = self._info()
-        if len(args) != len(info.params):
-            raise UsageError(f"the entry takes {len(info.params)} arguments, got {len(args)}")
-        dims, prefix = self.binding.dims, self.binding.prefix
+        leaves = list(check_arguments(self.layouts, args))
+        hosts = [_host_value(layout, leaves) for layout in self.layouts]
+        dims, prefix = self.binding.dims, self.binding.shown_prefix
         env = dims_env(dims)
         with gmpy2.context(precision=256):
-            values = [
-                to_reference(_plain(a), subst(ty, env), dims, prefix)
-                for a, (_, ty, _) in zip(args, info.params, strict=True)
-            ]
             try:
+                values = [
+                    to_reference(host, subst(ty, env), dims, prefix)
+                    for host, (_, ty, _) in zip(hosts, info.params, strict=True)
+                ]
                 module = core_module(self.program.checked)
                 result = reference_interpreter(module).call(info.name, dims, values)
             except RunError as error:
@@ -236,15 +305,19 @@ class Entry:
         return _arrays(result)
 
 
-def _plain(value: Any) -> Any:
-    """Host values with every array-like as a numpy array (torch tensors included)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, rng.Key | Fraction | np.ndarray):
-        return value
-    return np.asarray(value)
+def _host_value(layout: HValue, leaves: list[Any]) -> HostArg:
+    """An argument rebuilt from its checked buffers (taken from the front of `leaves`):
+    arrays in float64 and int64, dicts, tuples, keys, hyperparameters at their defaults."""
+    match layout:
+        case HTensor() | HKey():
+            return leaves.pop(0)
+        case HTree(items):
+            return {k: _host_value(sub, leaves) for k, sub in items}
+        case tuple():
+            return tuple(_host_value(sub, leaves) for sub in layout)
+        case HConst(value):
+            return value
+    raise TypeError(f"unexpected layout {layout!r}")
 
 
 def _arrays(value: Value) -> Any:
@@ -262,9 +335,68 @@ def _arrays(value: Value) -> Any:
     return value
 
 
+# The command line's flags, as this API's arguments are named, in messages of the code
+# both share (`--dim batch=x: …` is `dims: batch=x: …` here).
+_FLAGS = {"--dim": "dims:", "--entry": "entry", "--realize": "realize", "--const": "consts:"}
+
+
+def _as_api(message: str) -> str:
+    for flag, argument in _FLAGS.items():
+        if message.startswith(flag + " "):
+            return argument + message[len(flag) :]
+    return message
+
+
+def _text(argument: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise UsageError(f"{argument}={value!r}: expected a str")
+
+
+def _whole(argument: str, value: object, low: int, high: int | None = None) -> int:
+    """A whole number (an int or a numpy integer, not a bool) in [low, high]."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        bound = f" in [{low}, {high}]" if high is not None else f" ≥ {low}"
+        raise UsageError(f"{argument}={value!r}: expected a whole number{bound}")
+    return number
+
+
+def _seed(seed: object) -> int:
+    """A seed as `--seed` takes it: a whole number in [0, 2**64 - 1]."""
+    return _whole("seed", seed, 0, 2**64 - 1)
+
+
+def _dims(dims: object) -> dict[str, str]:
+    """`dims` as `--dim` flags: a mapping of dimension names to whole numbers ≥ 0."""
+    if dims is None:
+        return {}
+    if not isinstance(dims, Mapping):
+        raise UsageError(f"dims={dims!r}: expected a dict of dimension names to whole numbers")
+    out: dict[str, str] = {}
+    for name, value in dims.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise UsageError(f"dims: the key {name!r} is not a dimension's name")
+        out[name] = str(_whole(f"dims[{name!r}]", value, 0))
+    return out
+
+
+def _find(checked: CheckedProgram, text: str) -> Any:
+    try:
+        return find_entry(checked, text)
+    except UsageError as error:
+        raise UsageError(_as_api(str(error))) from None
+
+
 def _bind(chosen: Any, given: dict[str, str]) -> Binding:
     try:
         return bind_dims(chosen, given)
+    except UsageError as error:
+        raise UsageError(_as_api(str(error))) from None
     except RunError as error:
         raise UsageError(error.message) from None
 
@@ -272,13 +404,13 @@ def _bind(chosen: Any, given: dict[str, str]) -> Binding:
 def _realization(realize: str | Realization) -> Realization:
     if isinstance(realize, Realization):
         return realize
+    if not isinstance(realize, str):
+        raise UsageError(f"realize={realize!r}: expected f64, f32, bf16 or @FILE")
     try:
         return parse(realize)
     except RealizationError as error:
-        raise UsageError(error.message) from None
+        raise UsageError(_as_api(error.message)) from None
 
 
 def _threads(threads: int) -> int:
-    if not isinstance(threads, int) or not 1 <= threads <= 1024:
-        raise UsageError(f"threads={threads!r}: expected a whole number in [1, 1024]")
-    return threads
+    return _whole("threads", threads, 1, 1024)
