@@ -44,11 +44,35 @@ def load(path: str) -> Vocabulary:
     except FileNotFoundError:
         raise CommandError(f"{where}: no such vocabulary") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CommandError(f"{where}: not a vocabulary ({error})") from None
+        raise CommandError(f"{where}: not a vocabulary ({printable(str(error))})") from None
+    except RecursionError:
+        raise CommandError(f"{where}: not a vocabulary (nested too deeply)") from None
+    except ValueError:  # a number past Python's limit of digits
+        raise CommandError(f"{where}: not a vocabulary (a number of too many digits)") from None
     if not isinstance(document, list) or not all(isinstance(t, str) for t in document):
         raise CommandError(f"{where}: a vocabulary is a JSON array of strings")
     if not document:
         raise CommandError(f"{where}: the vocabulary is empty")
-    if len(set(document)) != len(document):
-        raise CommandError(f"{where}: the vocabulary lists a token twice")
+    for number, token in enumerate(document):
+        # JSON may spell a lone surrogate (`"\ud800"`), which no UTF-8 output can print
+        # (serve's standard output, the C generator's table, the PyTorch export's file).
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            raise CommandError(
+                f"{where}: token {number} ({printable(ascii(token))}) is not Unicode text "
+                "(a lone surrogate)"
+            ) from None
+        if "\0" in token:
+            raise CommandError(
+                f"{where}: token {number} ({printable(ascii(token))}) holds a NUL character, "
+                "which the C generator cannot print"
+            )
+    seen: set[str] = set()
+    for token in document:
+        if token in seen:
+            raise CommandError(
+                f"{where}: the vocabulary lists a token twice ({printable(ascii(token))})"
+            )
+        seen.add(token)
     return Vocabulary(tuple(document))
