@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from presk.commands.common import guard
 from presk.data import text
 from presk.data.format import (
     VERSION,
@@ -107,7 +108,12 @@ def _add_text_actions(actions: argparse._SubParsersAction[Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """The body of `presk data`; returns the exit code."""
+    """The body of `presk data`; returns the exit code. It runs under `guard`, as every
+    command does: with room for deep recursion, and its failures told in one line."""
+    return guard(NAME, lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     actions = {
         "pack": _pack,
         "info": _info,

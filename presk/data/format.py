@@ -459,6 +459,29 @@ def as_f64(array: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.float64]:
 # -- sample types -------------------------------------------------------------------------
 
 
+# How deep a sample type's brackets may nest: tuples in tuples, and sizes in axes. The
+# parser, the resolver and every later walk over the type (printing it, its leaves)
+# recurse once per level, so a type of a command line or a file's header is bounded
+# here rather than by Python's recursion limit.
+MAX_TYPE_NESTING = 64
+
+
+def _bracket_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _shortened(text: str, width: int = 60) -> str:
+    shown = printable(text)
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
 def parse_sample_type(text: str) -> Type:
     """The semantic type of a sample type's text: a tensor or a tuple of them (nested
     tuples allowed) at literal sizes, e.g. `(ℝ[model: 4], idx[64][seq: 8])`.
@@ -467,6 +490,12 @@ def parse_sample_type(text: str) -> Type:
     literal sizes and arithmetic on them resolve). `params M` needs the program that
     declares M and is refused here. Raises TypeTextError with a one-line reason.
     """
+    depth = _bracket_depth(text)
+    if depth > MAX_TYPE_NESTING:
+        raise TypeTextError(
+            f"`{_shortened(text)}`: brackets nested {depth} deep "
+            f"(a sample type nests at most {MAX_TYPE_NESTING})"
+        )
     source = Source("<type>", text)
     sink = Sink()
     tokens = lex(source, sink)
