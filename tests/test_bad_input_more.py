@@ -162,3 +162,21 @@ def test_a_hyperparameter_without_a_default_is_e7001_natively(tmp_path: Path, co
     assert code == 1, err
     assert "Traceback" not in err and "internal error" not in err, err
     assert "hyperparameter" in err and "no default" in err, err
+
+
+def test_data_never_writes_over_what_it_reads(tmp_path: Path) -> None:
+    text = tmp_path / "t.txt"
+    text.write_text("abba\n", encoding="utf-8")
+    vocab = tmp_path / "v.json"
+    code, _, err = run_presk("data", "chars", str(text), "-o", str(vocab))
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for argv in (
+        ("chars", str(text), "-o", str(text)),
+        ("encode", str(text), "--vocab", str(vocab), "-o", str(vocab)),
+        ("encode", str(text), "--vocab", str(vocab), "-o", str(text)),
+        ("pack", str(text), "--type", "ℝ[4]", "-o", str(text)),
+    ):
+        code, out, err = run_presk("data", *argv)
+        assert (code, out) == (2, "") and "the file the command reads" in err, argv
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

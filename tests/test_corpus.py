@@ -138,7 +138,7 @@ BAD: dict[str, tuple[bytes | None, str | None, str | None, tuple[str, ...], str]
         None, None, "0 1 2\n", ("lm-windows", "--vocab", "5", "k", "-o", "out"), "--seq",
     ),
     "unwritable output": (
-        b"ab", None, None, ("chars", "t.txt", "-o", "no/such/dir/out"), "cannot write",
+        b"ab", None, None, ("chars", "t.txt", "-o", "no/such/dir/out"), "no directory",
     ),
 }
 

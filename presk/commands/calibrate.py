@@ -189,7 +189,8 @@ def _layouts(args: argparse.Namespace, chosen: Chosen, request: Request, repeat:
         fresh.append(Sample(m.point.text(), terms.group, terms, m.median * 1e6, site))
     if not fresh:
         raise CommandError(f"--space calib: no layout of {nest.site} could be timed")
-    profile, done = fitted_profile("layout", machine, [*kept, *fresh], args.combine or "pnorm", prior)
+    form = args.combine or "pnorm"
+    profile, done = fitted_profile("layout", machine, [*kept, *fresh], form, prior)
     _write(profile, path)
     out = [machine.line(nest.site, nest.dtype), f"-- costed under the rules {RULES}"]
     out.append(f"{'layout':<65}{'group':<20}{'measured µs':>11}{'predicted µs':>13}")

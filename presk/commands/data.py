@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from presk.commands.common import guard
+from presk.commands.common import check_out_file, guard
 from presk.data import text
 from presk.data.format import (
     VERSION,
@@ -125,6 +125,9 @@ def _main(args: argparse.Namespace) -> int:
     action = actions.get(getattr(args, "data_command", None) or "")
     if action is None:
         raise UsageError("expected an action: " + ", ".join(actions))
+    if getattr(args, "output", None) is not None:  # checked before anything is read
+        sources = [getattr(args, name, None) for name in ("input", "vocab")]
+        check_out_file("-o", args.output, [s for s in sources if s and s != "-"])
     try:
         return action(args)
     except DataError as error:
