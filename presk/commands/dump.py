@@ -152,6 +152,7 @@ def _kernels(args: argparse.Namespace, checked: object) -> int:
     sys.stdout.write("\n".join(out) + "\n" + "".join(kernel_text(k) for _, k in host.kernels))
     return 0
 
+
 def _unrolled(module: ir.Module) -> ir.Module:
     """`--unroll-stack`: the module with its folds written out, or one line (exit 1)."""
     try:
