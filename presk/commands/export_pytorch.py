@@ -21,10 +21,10 @@ from presk.entries import natural
 from presk.export.budget import Choice, choice_of, decide, entry_ops, over_budget
 from presk.export.c import ExportPlan
 from presk.export.pytorch.body import Options
-from presk.export.pytorch.conformance import Conformance, test_file
+from presk.export.pytorch.conformance import Conformance, parameter_paths, test_file
 from presk.export.pytorch.files import write_files
 from presk.export.pytorch.layout import Unsupported
-from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.naming import naming
 from presk.export.pytorch.serving import serve_files
 from presk.export.pytorch.training import train_files
 from presk.export.write import check_target, write_plan
@@ -77,7 +77,7 @@ def export_pytorch(args: argparse.Namespace) -> int:
     try:
         files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}
         if served is not None:
-            files.update(serve_files(*served))
+            files.update(serve_files(*served, naming(checked)))
         elif args.train or steps is not None:
             seed = natural("--seed", args.seed, 0) if args.seed else 0
             force = reference is Choice.FORCE
@@ -146,6 +146,7 @@ def conformance_case(
             + over_budget(verdict.ops, verdict.budget)
         )
     named = [(name, ty) for name, ty, _ in info.params]
+    names = naming(checked)
     run = next((r for r in checked.trainings if info in (r.rate, r.update, r.step)), None)
     with gmpy2.context(precision=256):
         values = reference_inputs(info, binding.dims, binding.prefix, 0)
@@ -171,19 +172,21 @@ def conformance_case(
             assert isinstance(tree, Params)
             module = tree.inst
         arguments = [(name, isinstance(ty, Params)) for name, ty in named]
-        function = ident(info.short)
+        function = names.function(info)
     result_ty = info.ret and subst(info.ret, {k: Lin.const_(v) for k, v in sizes.items()})
+    leaves = result_ty.inst if isinstance(result_ty, Params) else module
     conformance = Conformance(
         text,
         info.file.basename,
         module,
         sizes,
         function,
-        "forward" if info.short == "apply" else ident(info.short),
+        "forward" if info.module is None else names.method(info),
         arguments,
-        module_name(info.file.basename),
-        result_ty.inst if isinstance(result_ty, Params) else None,
-        _optimizer_call(run, info, arguments) if run is not None and trees else None,
+        names.file(info.file),
+        None if module is None else (names.file(module.module.file), names.cls(module.module)),
+        [] if leaves is None else parameter_paths(leaves, names),
+        _optimizer_args(run, info, arguments) if run is not None and trees else None,
     )
     document = {"entry": text, "dims": sizes, "bits": 256, "seed": 0}
     return conformance, {**document, "inputs": inputs}, {**document, "output": to_json(result)}
@@ -215,11 +218,11 @@ def _squared(tree: Tree) -> Tree:
     return Tree(tuple(items))
 
 
-def _optimizer_call(run: TrainingRun, info: FnInfo, arguments: list[tuple[str, bool]]) -> str:
-    """The test's call of adamw_step or run_step: trees as dicts (`tree(name)`)."""
+def _optimizer_args(run: TrainingRun, info: FnInfo, arguments: list[tuple[str, bool]]) -> list[str]:
+    """The test's arguments of adamw_step or run_step: trees as dicts (`tree(name)`)."""
     args = [f"tree({n!r})" if is_tree else f"arg({n!r})" for n, is_tree in arguments]
     lead = ["model"] if info is run.step else []
-    return f"{ident(info.name)}({', '.join([*lead, *args])})"
+    return [*lead, *args]
 
 
 def _lin(value: int) -> Lin:

@@ -10,18 +10,20 @@ not values in the code: `field θ.proj` is `self.proj` in a module, a call of a 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from presk.core import ir
 from presk.core.walk import operands
 from presk.elab.presburger import Lin
-from presk.elab.program import ModuleInfo
+from presk.elab.program import FileEnv, ModuleInfo
 from presk.elab.ty import SCALAR, Hyper, Params, Tensor, Type
 from presk.export.pytorch.code import ATOM, LAMBDA, Bound, Code, ModRef, Tree
 from presk.export.pytorch.draws import HELPER, constructor_args
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import comment, ident, number
+from presk.export.pytorch.naming import Naming, Table
 from presk.export.pytorch.prims import primitive
 from presk.syntax import ast
 from presk.types.check import FnInfo
@@ -46,6 +48,8 @@ class Scope:
     # How it names a module's class: `Linear`, `lin.Linear`.
     class_ref: Callable[[ModuleInfo], str]
     module_dims: dict[str, str] = field(default_factory=dict)  # dim → `self.D`
+    naming: Naming = field(default_factory=Naming)  # every Python name of the export
+    file: FileEnv | None = None  # the file being written
 
 
 def signature_names(info: FnInfo, fn: ir.Function) -> list[tuple[ir.Param, str | None]]:
@@ -73,13 +77,29 @@ def signature_names(info: FnInfo, fn: ir.Function) -> list[tuple[ir.Param, str |
 class BodyWriter:
     """Writes one function; see the module docstring."""
 
-    def __init__(self, scope: Scope, fn: ir.Function, env: dict[int, Bound]) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        fn: ir.Function,
+        env: dict[int, Bound],
+        table: Table | None = None,
+        dim_names: dict[str, str] | None = None,
+    ) -> None:
         self.scope = scope
         self.fn = fn
         self.env = env
         self.lines: list[str] = []
         self.dims_used: set[str] = set()
-        self.taken: set[str] = {c.text for c in env.values() if isinstance(c, Code)}
+        # The function's scope: its parameters, then its dims and lets as they come.
+        self.table = table if table is not None else Table()
+        for c in env.values():
+            if isinstance(c, Code) and c.text.isidentifier():
+                self.table.claim(c.text)
+        self.dim_names: dict[str, str] = {} if dim_names is None else dim_names
+        if dim_names is None:
+            dims = [d for d in fn.dims if d not in scope.module_dims]
+            chosen = self.table.assign([ident(d) for d in dims])
+            self.dim_names.update(zip(dims, chosen, strict=True))
         self.uses = _use_counts(fn)
         self.types: dict[int, Type] = {p.index: p.type for p in fn.params}
         self.counter = 0
@@ -87,13 +107,13 @@ class BodyWriter:
     # ------------------------------------------------------------ names and sizes
 
     def fresh(self, base: str) -> str:
-        name = base
-        n = 1
-        while name in self.taken:
-            name = f"{base}_{n}"
-            n += 1
-        self.taken.add(name)
-        return name
+        return self.table.fresh(base)
+
+    def dim(self, var: str) -> str:
+        """The local holding the dimension `var` (bound from an argument's shape)."""
+        if var not in self.dim_names:
+            self.dim_names[var] = self.fresh(ident(var))
+        return self.dim_names[var]
 
     def size(self, lin: Lin) -> str:
         terms: list[str] = []
@@ -103,7 +123,7 @@ class BodyWriter:
             if var in self.scope.module_dims:
                 name = self.scope.module_dims[var]
             else:
-                name = ident(var)
+                name = self.dim(var)
                 self.dims_used.add(var)
             terms.append(name if coeff == 1 else f"{coeff.numerator} * {name}")
         if lin.const != 0 or not terms:
@@ -147,7 +167,10 @@ class BodyWriter:
         op = instr.op
         match op:
             case ir.Field(tree, name):
-                self.env[instr.index] = self.field(self.operand(tree), name, instr.type)
+                owner = self.type_of(tree)
+                assert isinstance(owner, Params)
+                attr = self.scope.naming.attr(owner.inst.module, name)
+                self.env[instr.index] = self.field(self.operand(tree), attr, instr.type)
                 return
             case ir.Fold():
                 self.env[instr.index] = self.fold(op)
@@ -186,8 +209,7 @@ class BodyWriter:
             self.lines.append(f"assert {name}.shape == {self.shape(instr.type)}")
         self.env[instr.index] = Code(name, ATOM, value.scalar)
 
-    def field(self, tree: Bound, name: str, ty: Type) -> Bound:
-        attr = ident(name)
+    def field(self, tree: Bound, attr: str, ty: Type) -> Bound:
         match tree:
             case ModRef(obj, stacked):
                 if stacked:
@@ -205,15 +227,16 @@ class BodyWriter:
     def rest_args(self, callee: FnInfo, fn: ir.Function, args: tuple[ir.Operand, ...]) -> str:
         parts: list[str] = []
         keyword = False
+        names = self.scope.naming.signature(callee).names
         for param, arg in zip(fn.params, args, strict=True):
             if isinstance(param.type, Hyper) and param.default is not None:
                 if isinstance(arg, ir.Lit) and arg.value == param.default:
                     keyword = True  # the default: left out, later ones by keyword
                     continue
-                parts.append(f"{ident(param.name)}={self.code(arg).text}")
+                parts.append(f"{names[param.index]}={self.code(arg).text}")
                 continue
             if keyword:
-                parts.append(f"{ident(param.name)}={self.code(arg).text}")
+                parts.append(f"{names[param.index]}={self.code(arg).text}")
             else:
                 parts.append(self.code(arg).text)
         return ", ".join(parts)
@@ -226,7 +249,7 @@ class BodyWriter:
         if callee.module is not None:
             tree = self.operand(op.args[0])
             rest = self.rest_args(callee, _tail(fn), op.args[1:])
-            method = "" if callee.short == "apply" else f".{ident(callee.short)}"
+            method = "" if callee.short == "apply" else f".{self.scope.naming.method(callee)}"
             match tree:
                 case ModRef(obj, False):
                     return Code(f"{obj}{method}({rest})")
@@ -302,7 +325,16 @@ class BodyWriter:
         for param, arg in zip(fn.params[:-1], op.args[:-1], strict=True):
             env[param.index] = self.operand(arg)
         last, wrt = fn.params[-1], self.operand(op.args[-1])
+        # The lambda's body sees what it captured (env), its own lets and the file's names;
+        # its parameter must shadow none of those.
+        table = self.table.copy()
+        captured = {c.text for c in env.values() if isinstance(c, Code)}
+        if self.scope.file is not None:
+            captured |= {n for n in self.scope.naming.scope(self.scope.file).taken}
         var = ident(last.name)
+        if unicodedata.normalize("NFKC", var) in captured:
+            var = table.fresh(var)
+        table.claim(var)
         if isinstance(wrt, Tree):
             env[last.index] = Tree(wrt.module, var, wrt.prefix)
             point = Code(wrt.params)
@@ -311,8 +343,7 @@ class BodyWriter:
             point = wrt
         else:
             raise Unsupported("the gradient in a module's own parameters")
-        inner = BodyWriter(self.scope, fn, env)
-        inner.taken |= self.taken
+        inner = BodyWriter(self.scope, fn, env, table, self.dim_names)
         result = inner.write()
         self.dims_used |= inner.dims_used
         if not isinstance(result, Code):

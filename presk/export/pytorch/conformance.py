@@ -7,13 +7,13 @@ layer of the `nn.ModuleList`), runs in float64 and compares with `expected.json`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from presk.elab.presburger import Lin
 from presk.elab.ty import Instance
 from presk.export.pytorch.draws import constructor_args
 from presk.export.pytorch.layout import Unsupported
-from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.naming import Naming, import_line, imported, words
 from presk.types.scope import use_instance
 
 RTOL = "1e-9"
@@ -28,33 +28,50 @@ class Conformance:
     source: str  # the file's basename
     module: Instance | None  # the model's instance, at concrete sizes (None: no θ)
     sizes: dict[str, int]  # the --dim values
-    function: str | None  # a top-level entry: its name; None: a module's function
+    function: str | None  # a top-level entry: its Python name; None: a module's function
     method: str  # the module function (`forward`), for a module entry
     arguments: list[tuple[str, bool]]  # the entry's parameters: (name, is θ)
     entry_file: str  # the Python module defining the entry
-    tree: Instance | None = None  # the result's instance when it is a parameter tree
-    call: str | None = None  # the call, when not the usual one (an optimizer's step)
+    # The model's class: (Python module, class) (None: no θ).
+    model_class: tuple[str, str] | None = None
+    # PARAMETERS: parameter_paths of the result's tree, else of the model.
+    parameters: list[tuple[str, str, int | None]] = field(default_factory=list)
+    # The call's arguments, when not the usual ones (an optimizer's step).
+    call_args: list[str] | None = None
 
 
-def parameter_paths(inst: Instance) -> list[tuple[str, str, int | None]]:
+# The test's (and the ONNX tracer's, which extends it) own names, module-level and local
+# to the functions that call the imported ones: an import meeting one is renamed.
+OWN_NAMES = words(
+    """
+    json Fraction Path torch presk_random HERE PARAMETERS read tensor _floats load check
+    test_conformance test_presk_init inputs expected arg tree model params result value
+    name FEEDS _sample _trace export_onnx warnings Entry given part values samples dtype
+    path onnx onnxruntime re np missing
+    """
+)
+
+
+def parameter_paths(inst: Instance, names: Naming) -> list[tuple[str, str, int | None]]:
     """(presk path, torch path with `{}` for a layer, layers) of every leaf."""
     out: list[tuple[str, str, int | None]] = []
 
     def walk(inst: Instance, presk: str, torch: str, layers: int | None) -> None:
         for decl in inst.module.decl.params:
-            out.append((presk + decl.name.name, torch + ident(decl.name.name), layers))
+            attr = names.attr(inst.module, decl.name.name)
+            out.append((presk + decl.name.name, torch + attr, layers))
         for use in inst.module.decl.uses:
             sub = use_instance(inst, use)
-            name = use.name.name
+            name, attr = use.name.name, names.attr(inst.module, use.name.name)
             if sub.stack is not None:
                 if layers is not None:
                     raise Unsupported("a stack inside a stack")
                 count = sub.stack.const if sub.stack.is_const else None
                 if count is None:
                     raise Unsupported(f"a stack of {sub.stack} layers")
-                walk(sub.unstacked(), f"{presk}{name}.", f"{torch}{ident(name)}.{{}}.", int(count))
+                walk(sub.unstacked(), f"{presk}{name}.", f"{torch}{attr}.{{}}.", int(count))
             else:
-                walk(sub, f"{presk}{name}.", f"{torch}{ident(name)}.", layers)
+                walk(sub, f"{presk}{name}.", f"{torch}{attr}.", layers)
 
     walk(inst, "", "", None)
     return out
@@ -67,20 +84,20 @@ def _value(lin: Lin, sizes: dict[str, int]) -> int:
     return int(total)
 
 
-def test_file(c: Conformance) -> str:
-    imports: dict[str, set[str]] = {}
-    paths: list[tuple[str, str, int | None]] = []
-    tree = c.tree or c.module
-    if tree is not None:
-        paths = parameter_paths(tree)
-    if c.module is not None:
-        imports[module_name(c.module.module.file.basename)] = {ident(c.module.module.name)}
+def _imports(c: Conformance) -> dict[tuple[str, str], str]:
+    """What the test imports, (module, name), with its local name."""
+    wanted = [c.model_class] if c.model_class is not None else []
     if c.function is not None:
-        imports.setdefault(c.entry_file, set()).add(c.function)
-    import_lines = [
-        f"from {f} import {', '.join(sorted(names))}" for f, names in sorted(imports.items())
-    ]
-    table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in paths)
+        wanted.append((c.entry_file, c.function))
+    return imported(OWN_NAMES, wanted)
+
+
+def test_file(c: Conformance) -> str:
+    imports: dict[str, dict[str, str]] = {}
+    for (module, name), local in _imports(c).items():
+        imports.setdefault(module, {})[name] = local
+    import_lines = [import_line(f, names) for f, names in sorted(imports.items())]
+    table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in c.parameters)
     build, call = entry_code(c)
     text = _TEMPLATE.format(
         entry=repr(c.entry),
@@ -103,24 +120,25 @@ def entry_code(c: Conformance) -> tuple[str, str]:
     """The test's lines that build the model and load θ, and the expression of the call
     (in `model`, `params` and `arg(name)`); the ONNX export traces the same call."""
     build = "None"
+    local = _imports(c)
     if c.module is not None:
+        assert c.model_class is not None
         module = c.module.module
         env = dict(zip(module.dims, c.module.args, strict=True))
         args = [
             str(_value(env[name], c.sizes) if name in env else c.sizes[name])
             for name in constructor_args(module)
         ]
-        build = f"{ident(module.name)}({', '.join(args)})"
+        build = f"{local[c.model_class]}({', '.join(args)})"
     call_args = []
     for name, is_tree in c.arguments:
         call_args += ["model", "params"] if is_tree else [f"arg({name!r})"]
-    if c.call is not None:
-        call = c.call
-    elif c.function is None:
+    if c.function is None:
         target = "model" if c.method == "forward" else f"model.{c.method}"
         call = f"{target}({', '.join(a for a in call_args if a not in ('model', 'params'))})"
     else:
-        call = f"{c.function}({', '.join(call_args)})"
+        function = local[(c.entry_file, c.function)]
+        call = f"{function}({', '.join(c.call_args if c.call_args is not None else call_args)})"
     return _build(build, c), call
 
 

@@ -13,15 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from presk.export.pytorch.body import signature_names
-from presk.export.pytorch.names import ident, number
+from presk.export.pytorch.names import number
 from presk.types.values import FnInfo, TrainingRun
 
 
-def optimizer_functions(run: TrainingRun, function_ref: Callable[[FnInfo], str]) -> str:
-    """The three functions' text, for the file holding the `training run` block."""
+def optimizer_functions(
+    run: TrainingRun,
+    function_ref: Callable[[FnInfo], str],
+    function_name: Callable[[FnInfo], str],
+) -> str:
+    """The three functions' text, for the file holding the `training run` block
+    (`function_name`: each one's name, chosen beside the file's own; naming.py)."""
     opt = run.optimizer
     source = run.objective.file.basename
-    rate, update, step = (ident(f.name) for f in (run.rate, run.update, run.step))
+    rate, update, step = (function_name(f) for f in (run.rate, run.update, run.step))
     w = opt.warmup
     if not opt.cosine:
         schedule = [f"    return {number(opt.lr)}"]

@@ -13,34 +13,48 @@ from pathlib import Path
 
 from presk.export.pytorch.conformance import parameter_paths
 from presk.export.pytorch.layout import Unsupported
-from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.naming import Naming, Table, words
 from presk.export.pytorch.pskd_text import PSKD
 from presk.export.pytorch.serve_text import SERVE
 from presk.export.pytorch.training import constructor_call
 from presk.serve.generate import Served
 from presk.types.values import ServeBlock
 
-# serve.py's own modules and the ones it imports: a presk module of one of these names
-# would shadow it.
-TAKEN = ("serve", "pskd", "torch", "json", "sys", "time", "argparse", "pathlib")
+# serve.py's own names, module level and local to `build` and `next_token` (which use the
+# imported modules): a module meeting one is imported under a fresh name.
+SERVE_NAMES = words(
+    """
+    argparse json sys time Path pskd torch HERE CONTEXT PARAMETERS fail build load encode
+    parse_ids positive next_token main model theta sequence ids last window out
+    """
+)
 
 
-def serve_files(block: ServeBlock, served: Served, weights_path: str) -> dict[str, str | bytes]:
-    """serve.py and its files, for the weights `served` holds (read from `weights_path`)."""
+def serve_files(
+    block: ServeBlock, served: Served, weights_path: str, names: Naming
+) -> dict[str, str | bytes]:
+    """serve.py and its files, for the weights `served` holds (read from `weights_path`);
+    naming.py keeps `serve` and `pskd` and the modules serve.py imports from the modules'
+    names."""
     greedy = block.greedy
     if greedy is None:
         raise Unsupported(
             f"an `inference {block.name}` block without a `greedy` function "
             "(serve.py generates greedily only)"
         )
-    model_file, cls, build = constructor_call(block.params.inst, served.dims)
-    greedy_file = module_name(greedy.file.basename)
-    clash = [m for m in (model_file, greedy_file) if m in TAKEN]
-    if clash:
-        raise Unsupported(f"a presk file whose module is `{clash[0]}` (serve.py imports one)")
-    imports = "\n".join(f"import {m}" for m in sorted({"pskd", "torch", model_file, greedy_file}))
-    table = "\n".join(
-        f"    ({p!r}, {t!r}, {n!r})," for p, t, n in parameter_paths(block.params.inst)
+    model_file, cls, args = constructor_call(block.params.inst, served.dims, names)
+    greedy_file = names.file(greedy.file)
+    table = Table(SERVE_NAMES)
+    modules = sorted({model_file, greedy_file})
+    local = dict(zip(modules, table.assign(modules), strict=True))
+    imports = "\n".join(
+        sorted(
+            ["import pskd", "import torch"]
+            + [f"import {m}" if m == a else f"import {m} as {a}" for m, a in local.items()]
+        )
+    )
+    table_text = "\n".join(
+        f"    ({p!r}, {t!r}, {n!r})," for p, t, n in parameter_paths(block.params.inst, names)
     )
     text = SERVE.format(
         model=cls,
@@ -48,9 +62,9 @@ def serve_files(block: ServeBlock, served: Served, weights_path: str) -> dict[st
         greedy=greedy.short,
         context=served.dims[block.context],
         imports=imports,
-        table=table,
-        build=f"{model_file}.{build}",
-        call=f"{greedy_file}.{ident(greedy.short)}",
+        table=table_text,
+        build=f"{local[model_file]}.{cls}({args})",
+        call=f"{local[greedy_file]}.{names.function(greedy)}",
     )
     return {
         "serve.py": text,

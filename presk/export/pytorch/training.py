@@ -27,8 +27,7 @@ from presk.entries import Binding, Entry
 from presk.export.budget import budget, entry_ops, over_budget
 from presk.export.pytorch.conformance import parameter_paths
 from presk.export.pytorch.draws import constructor_args
-from presk.export.pytorch.layout import Unsupported
-from presk.export.pytorch.names import ident, module_name
+from presk.export.pytorch.naming import Naming, import_line, imported, naming, words
 from presk.export.pytorch.pskd_text import PSKD
 from presk.export.pytorch.train_text import RUN, TEST, TRAIN
 from presk.host.realization import Realization
@@ -41,7 +40,15 @@ from presk.types.training import sample_type
 from presk.types.values import TrainingRun
 
 RTOL = "1e-9"
-OWN_FILES = ("presk_run.py", "train.py", "pskd.py")
+# presk_run.py's own names (module level, and Objective.forward's): an imported model
+# class or objective meeting one is imported under a fresh name.
+RUN_NAMES = words(
+    """
+    math torch MODEL_TYPE PARAMETERS LEAVES BATCH BATCH_SIZE SHUFFLE_SEED EPOCHS
+    CHECKPOINT_EVERY LR BETAS EPS WEIGHT_DECAY COSINE WARMUP build rate_factor optimizer
+    Objective step load leaves batch_of batch
+    """
+)
 
 
 def train_files(
@@ -59,24 +66,22 @@ def train_files(
     params = subst(run.params, env)
     assert isinstance(params, Params)
     theta0 = initial_weights(run, dims, seed)
-    module_file, cls, build = constructor_call(params.inst, dims)
-    imports = {module_file: {cls}}
-    objective = ident(run.objective.short)
-    imports.setdefault(module_name(run.objective.file.basename), set()).add(objective)
-    clash = [f for f in OWN_FILES if f[:-3] in imports]
-    if clash:
-        raise Unsupported(f"a presk file whose module is `{clash[0][:-3]}` (the trainer's own)")
-    if any("Objective" in names for names in imports.values()):
-        raise Unsupported("a model or objective named `Objective` (presk_run.py's own class)")
+    names = naming(checked)
+    module_file, cls, args = constructor_call(params.inst, dims, names)
+    model = (module_file, cls)
+    objective = (names.file(run.objective.file), names.function(run.objective))
+    local = imported(RUN_NAMES, [model, objective])
+    imports: dict[str, dict[str, str]] = {}
+    for (module, name), alias in local.items():
+        imports.setdefault(module, {})[name] = alias
     batch_ty = subst(run.objective.params[1][1], env)
     opt = run.optimizer
-    table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in parameter_paths(params.inst))
+    paths = parameter_paths(params.inst, names)
+    table = "\n".join(f"    ({p!r}, {t!r}, {n!r})," for p, t, n in paths)
     files: dict[str, str | bytes] = {
         "presk_run.py": RUN.format(
             source=run.objective.file.basename,
-            imports="\n".join(
-                f"from {f} import {', '.join(sorted(n))}" for f, n in sorted(imports.items())
-            ),
+            imports="\n".join(import_line(f, n) for f, n in sorted(imports.items())),
             model_type=str(params),
             table=table,
             leaves=_leaves(batches, batch_ty),
@@ -92,8 +97,8 @@ def train_files(
             weight_decay=_real(opt.weight_decay),
             cosine=opt.cosine,
             warmup=opt.warmup,
-            build=build,
-            objective=objective,
+            build=f"{local[model]}({args})",
+            objective=local[objective],
         ),
         "train.py": TRAIN.format(model=cls, source=run.objective.file.basename, theta_seed=seed),
         "pskd.py": PSKD,
@@ -108,8 +113,8 @@ def train_files(
     return files
 
 
-def constructor_call(inst: Instance, sizes: dict[str, int]) -> tuple[str, str, str]:
-    """(Python module, class, `Cls(3, 8)`): how to build the model at the run's sizes."""
+def constructor_call(inst: Instance, sizes: dict[str, int], names: Naming) -> tuple[str, str, str]:
+    """(Python module, class, `3, 8`): how to build the model at the run's sizes."""
     module = inst.module
     env = dict(zip(module.dims, inst.args, strict=True))
 
@@ -120,8 +125,7 @@ def constructor_call(inst: Instance, sizes: dict[str, int]) -> tuple[str, str, s
         return int(lin.const + sum(c * sizes[v] for v, c in lin.coeffs))
 
     args = ", ".join(str(value(name)) for name in constructor_args(module))
-    cls = ident(module.name)
-    return module_name(module.file.basename), cls, f"{cls}({args})"
+    return names.file(module.file), names.cls(module), args
 
 
 def _real(value: Fraction) -> str:
