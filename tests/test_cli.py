@@ -396,3 +396,12 @@ def test_a_stack_too_deep_to_write_out_is_refused_before_it_is_built() -> None:
         "L=1000000000",
     )  # fmt: skip
     assert (code, out) == (1, "") and one_line(err) and "1000000000 layers" in err
+
+
+def test_a_stack_too_deep_is_not_unrolled_into_pytorch(tmp_path: Path) -> None:
+    code, out, err = run_presk(
+        "export", "tutorial/06_tower.psk", "--target", "pytorch", "--mode", "readable",
+        "--stack", "unroll", "--const", "L=1000000000", "-o", str(tmp_path / "pt"),
+    )  # fmt: skip
+    assert (code, out) == (1, "") and one_line(err) and "1000000000 layers" in err
+    assert not (tmp_path / "pt").exists()

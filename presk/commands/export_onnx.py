@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from presk.commands.common import choose_entry, const_overrides
+from presk.commands.common import choose_entry, const_overrides, say_summary
 from presk.commands.export_pytorch import conformance_case
 from presk.diagnostics import UsageError, printable
 from presk.export.budget import Choice, choice_of
@@ -79,7 +79,7 @@ def export_onnx(args: argparse.Namespace) -> int:
     written = ", ".join(f"{args.output.rstrip('/')}/{name}" for name in files)
     plan = ExportPlan(files, f"presk export: wrote {written} (opset {OPSET}, {words})")
     write_plan(plan, args.output, text)
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 

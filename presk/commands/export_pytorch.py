@@ -12,8 +12,9 @@ from fractions import Fraction
 
 import gmpy2
 
-from presk.commands.common import choose_entry, const_overrides
+from presk.commands.common import choose_entry, const_overrides, say_summary
 from presk.commands.run import to_json
+from presk.core.unroll import UnrollError
 from presk.diagnostics import CommandError, UsageError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import SCALAR, Instance, Params, Type, subst
@@ -87,10 +88,12 @@ def export_pytorch(args: argparse.Namespace) -> int:
     except Unsupported as error:
         sys.stderr.write(f"presk export: cannot export to PyTorch yet: {error}\n")
         return 2
+    except UnrollError as error:
+        raise CommandError(str(error)) from None
     written = ", ".join(f"{args.output.rstrip('/')}/{name}" for name in files)
     plan = ExportPlan(files, f"presk export: wrote {written}")
     write_plan(plan, args.output, args.conformance_entry or "")
-    sys.stdout.write(plan.summary + "\n")
+    say_summary(plan.summary)
     return 0
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from presk.core import ir
+from presk.core.unroll import check_layers
 from presk.core.walk import operands
 from presk.elab.presburger import Lin
 from presk.elab.program import FileEnv, ModuleInfo
@@ -306,6 +307,7 @@ class BodyWriter:
         args = ", ".join([state, *extra])
         count = self.size(op.count)
         if self.scope.options.unroll and op.count.is_const:
+            check_layers(int(op.count.const), f"--stack unroll, `{op.fn}`")
             for i in range(int(op.count.const)):
                 self.lines.append(f"{state} = {stack.obj}[{i}]({args})")
         else:
