@@ -122,6 +122,15 @@ def test_train_py_trains_the_tower(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert check.returncode == 0, check.stderr
+    # Its checkpoint directory is its own: a second run writes there again, and a
+    # directory of someone's files is refused before any step.
+    again = python(out, "train.py", "--steps", "2", "--ckpt", "ck", "--threads", "1")
+    assert again.returncode == 0, again.stderr
+    (out / "mine").mkdir()
+    (out / "mine" / "final.pt").write_text("my model")
+    refused = python(out, "train.py", "--steps", "2", "--ckpt", "mine", "--threads", "1")
+    assert refused.returncode == 2 and "presk did not write" in refused.stderr
+    assert [p.name for p in (out / "mine").iterdir()] == ["final.pt"]
 
 
 def test_train_py_trains_tiny_minigpt(tmp_path: Path) -> None:

@@ -167,6 +167,25 @@ def test_a_checkpoint_directory_that_is_a_file_is_one_line(exported: Path, tmp_p
     assert done.returncode == 1 and one_line(done.stderr) and done.stderr.startswith("train: ")
 
 
+def test_the_checkpoint_directory_is_the_program_s_own(exported: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "final.psk.d").write_text("my weights")
+    done = train_c(exported, "--steps", "2", "--ckpt", str(mine))
+    assert done.returncode == 1 and one_line(done.stderr) and "did not write" in done.stderr
+    assert [p.name for p in mine.iterdir()] == ["final.psk.d"]
+    assert (mine / "final.psk.d").read_text() == "my weights"
+    ours = tmp_path / "ours"
+    for _ in range(2):  # marked by the first run, written again by the second
+        done = train_c(exported, "--steps", "2", "--ckpt", str(ours))
+        assert done.returncode == 0, done.stderr
+    assert (ours / ".presk-ckpt").is_file()
+    # presk train takes it as its own: --resume continues there.
+    code, _, err = run_presk("train", TUTORIAL, "--backend", "native", "--steps", "4",
+                             "--resume", str(ours))  # fmt: skip
+    assert code == 0, err
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "needle"),
     [

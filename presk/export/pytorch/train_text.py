@@ -191,6 +191,22 @@ def ranks():
     return tuple(int(os.environ[name]) for name in TORCHRUN)
 
 
+MARKER = ".presk-ckpt"  # a checkpoint directory of presk's, as `presk train` marks it
+
+
+def own(parser, directory, rank):
+    """Refuse a --ckpt directory that holds files neither this program nor presk wrote
+    (its final.pt would replace someone's); rank 0 makes the directory and marks it."""
+    if directory.exists() and not directory.is_dir():
+        parser.error(f"--ckpt {{directory}}: a file, not a directory")
+    if directory.is_dir() and not (directory / MARKER).is_file() and any(directory.iterdir()):
+        parser.error(f"--ckpt {{directory}}: holds files presk did not write (no {{MARKER}}); "
+                     "name a new or empty directory")
+    if rank == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MARKER).write_text("checkpoints of presk's train.py\\n")
+
+
 def save(directory, name, model, opt, schedule, step):
     """`name.pt` (torch's state: model, optimizer, schedule) and `name.psk.d` (the weights,
     which `presk run --weights` reads), each written to a temporary name, then renamed."""
@@ -226,6 +242,8 @@ def main(argv=None):
             print(f"train.py: the batch of {{run.BATCH_SIZE}} rows does not split over "
                   f"{{world}} processes (WORLD_SIZE); use a divisor of it", file=sys.stderr)
         return 2
+    if args.ckpt is not None:
+        own(parser, args.ckpt, rank)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch finds no CUDA device")
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
