@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
     {"api"},
     {"commands"},
     {"cli"},
+    {"__main__"},  # `python -m presk`: the command line
 ]
 
 
