@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -127,3 +129,14 @@ def compare_golden(path: Path, actual: str, update: bool) -> None:
             )
         )
         pytest.fail(f"output differs from {path.relative_to(REPO_ROOT)}:\n{diff}", pytrace=False)
+
+
+def exported_tests_pass(out: Path) -> str:
+    """Run an export's own `test_conformance.py` with pytest; its output, once it passes."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    test = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
+        cwd=out, capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    assert test.returncode == 0, test.stdout + test.stderr
+    return test.stdout

@@ -4,12 +4,12 @@ entry ONNX cannot express is one line and writes nothing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import exported_tests_pass
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESK = [str(Path(sys.executable).parent / "presk")]
@@ -58,13 +58,8 @@ def test_export_passes_its_conformance_test(case: str, tmp_path: Path) -> None:
     onnx.checker.check_model(model)
     assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [18]
     assert "torch" not in (out / "test_conformance.py").read_text(encoding="utf-8")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    test = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=out, capture_output=True, text=True, check=False, env=env,
-    )  # fmt: skip
-    assert test.returncode == 0, test.stdout + test.stderr
-    assert "1 passed" in test.stdout
+    stdout = exported_tests_pass(out)
+    assert "1 passed" in stdout
 
 
 def test_the_test_finds_a_wrong_graph(tmp_path: Path) -> None:

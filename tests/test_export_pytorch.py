@@ -3,13 +3,13 @@ pass their own conformance tests, ruff and byte-compilation; bad input is one li
 
 from __future__ import annotations
 
-import os
 import py_compile
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import exported_tests_pass
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESK = [str(Path(sys.executable).parent / "presk")]
@@ -63,15 +63,10 @@ def test_export_passes_its_conformance_test(case: str, tmp_path: Path) -> None:
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert lint.returncode == 0, lint.stdout
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    test = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=out, capture_output=True, text=True, check=False, env=env,
-    )  # fmt: skip
-    assert test.returncode == 0, test.stdout + test.stderr
+    stdout = exported_tests_pass(out)
     # The entry's call, and with a module's θ presk_random's draw of it (test_presk_init).
     assert ("2 passed" if "def test_presk_init" in (out / "test_conformance.py").read_text()
-            else "1 passed") in test.stdout  # fmt: skip
+            else "1 passed") in stdout  # fmt: skip
 
 
 def test_tower_reads_like_the_source(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ its export's own conformance test now passes.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import exported_tests_pass
 
 from presk.export.pytorch.naming import Table, imported
 
@@ -48,14 +48,7 @@ def export(source: Path, *args: str, target: str = "pytorch") -> Path:
     return out
 
 
-def passes(out: Path) -> str:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    test = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_conformance.py"],
-        cwd=out, capture_output=True, text=True, check=False, env=env,
-    )  # fmt: skip
-    assert test.returncode == 0, test.stdout + test.stderr
-    return test.stdout
+passes = exported_tests_pass
 
 
 def write(path: Path, text: str) -> Path:

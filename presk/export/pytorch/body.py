@@ -24,9 +24,8 @@ from presk.export.pytorch.code import ATOM, LAMBDA, Bound, Code, ModRef, Tree
 from presk.export.pytorch.draws import HELPER, constructor_args
 from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import comment, ident, number
-from presk.export.pytorch.naming import Naming, Table
+from presk.export.pytorch.naming import Naming, Table, module_arguments
 from presk.export.pytorch.prims import primitive
-from presk.syntax import ast
 from presk.types.check import FnInfo
 
 
@@ -56,14 +55,7 @@ class Scope:
 def signature_names(info: FnInfo, fn: ir.Function) -> list[tuple[ir.Param, str | None]]:
     """Each Core parameter with, for a parameter tree of a top-level function, the name of
     the module argument passed beside it (`net` for `θ : params net`)."""
-    declared: dict[str, str] = {}
-    if info.decl is not None:
-        for param in info.decl.params:
-            ty = param.type
-            if isinstance(ty, ast.ParamsType) and len(ty.target.path) == 1:
-                target = ty.target.path[0].name
-                if target in info.module_args:
-                    declared[param.name.name] = ident(target)
+    declared = module_arguments(info)
     trees = [p for p in fn.params if isinstance(p.type, Params)]
     out: list[tuple[ir.Param, str | None]] = []
     for p in fn.params:

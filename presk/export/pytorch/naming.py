@@ -211,14 +211,7 @@ class Naming:
         if info.module is not None:
             table.claim("self")
             params = params[1:]
-        declared: dict[str, str] = {}
-        if info.decl is not None:
-            for param in info.decl.params:
-                ty = param.type
-                if isinstance(ty, ast.ParamsType) and len(ty.target.path) == 1:
-                    target = ty.target.path[0].name
-                    if target in info.module_args:
-                        declared[param.name.name] = ident(target)
+        declared = module_arguments(info)
         trees = [p for p in params if isinstance(p.type, Params)]
         bases: list[str] = []
         slots: list[tuple[str, int]] = []  # ("companion" | "name", parameter index)
@@ -329,4 +322,27 @@ def _class_names(out: Naming, module: ModuleInfo, methods: list[FnInfo]) -> None
     out.keep.append(module.decl)
 
 
-__all__ = ["Naming", "Signature", "Table", "import_line", "imported", "naming", "words"]
+def module_arguments(info: FnInfo) -> dict[str, str]:
+    """Of a top-level function, each parameter tree's name → the module argument it is the
+    parameters of (`θ` → `net` for `θ : params net`), as `ident` spells it."""
+    declared: dict[str, str] = {}
+    if info.decl is not None:
+        for param in info.decl.params:
+            ty = param.type
+            if isinstance(ty, ast.ParamsType) and len(ty.target.path) == 1:
+                target = ty.target.path[0].name
+                if target in info.module_args:
+                    declared[param.name.name] = ident(target)
+    return declared
+
+
+__all__ = [
+    "Naming",
+    "Signature",
+    "Table",
+    "import_line",
+    "imported",
+    "module_arguments",
+    "naming",
+    "words",
+]
