@@ -409,3 +409,16 @@ def test_a_checkpoint_cut_short_leaves_the_previous_one(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert _steps(out)[0].startswith("step 55 ")
+
+
+def test_a_checkpoint_directory_that_cannot_be_read_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from presk.diagnostics import CommandError
+
+    def refuse(self: Path):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)  # as for a directory of mode 000 (not root)
+    with pytest.raises(CommandError, match="Permission denied"):
+        checkpoint.check(str(tmp_path))

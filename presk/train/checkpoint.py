@@ -90,7 +90,11 @@ def check(directory: str) -> None:
     path, said = Path(directory), printable(directory)
     if path.exists() and not path.is_dir():
         raise CommandError(f"checkpoint directory {said}: a file, not a directory")
-    if path.is_dir() and any(path.iterdir()) and not _ours(path):
+    try:
+        foreign = path.is_dir() and any(path.iterdir()) and not _ours(path)
+    except OSError as error:
+        raise CommandError(f"checkpoint directory {said}: {error.strerror}") from None
+    if foreign:
         raise CommandError(
             f"checkpoint directory {said}: holds files presk did not write (no {MARKER}); "
             "name a new or empty directory (--ckpt DIR)"
