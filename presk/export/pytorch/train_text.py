@@ -197,14 +197,17 @@ MARKER = ".presk-ckpt"  # a checkpoint directory of presk's, as `presk train` ma
 def own(parser, directory, rank):
     """Refuse a --ckpt directory that holds files neither this program nor presk wrote
     (its final.pt would replace someone's); rank 0 makes the directory and marks it."""
-    if directory.exists() and not directory.is_dir():
-        parser.error(f"--ckpt {{directory}}: a file, not a directory")
-    if directory.is_dir() and not (directory / MARKER).is_file() and any(directory.iterdir()):
-        parser.error(f"--ckpt {{directory}}: holds files presk did not write (no {{MARKER}}); "
-                     "name a new or empty directory")
-    if rank == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / MARKER).write_text("checkpoints of presk's train.py\\n")
+    try:
+        if directory.exists() and not directory.is_dir():
+            parser.error(f"--ckpt {{directory}}: a file, not a directory")
+        if directory.is_dir() and not (directory / MARKER).is_file() and any(directory.iterdir()):
+            parser.error(f"--ckpt {{directory}}: holds files presk did not write "
+                         f"(no {{MARKER}}); name a new or empty directory")
+        if rank == 0:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / MARKER).write_text("checkpoints of presk's train.py\\n")
+    except OSError as error:
+        parser.error(f"--ckpt {{directory}}: {{error.strerror}}")
 
 
 def save(directory, name, model, opt, schedule, step):
