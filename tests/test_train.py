@@ -422,3 +422,28 @@ def test_a_checkpoint_directory_that_cannot_be_read_is_one_line(
     monkeypatch.setattr(Path, "iterdir", refuse)  # as for a directory of mode 000 (not root)
     with pytest.raises(CommandError, match="Permission denied"):
         checkpoint.check(str(tmp_path))
+
+
+def test_a_horizon_past_the_step_counter_is_refused_before_any_work(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    huge = ("--epochs", "10000000000000000000")
+    code, out, err = run_presk("train", TRAIN, *huge, "--until", "1", "--ckpt", str(ckpt))
+    assert (code, out) == (2, "") and "2^53" in err and not ckpt.exists()
+    code, out, err = run_presk("export", TRAIN, "--target", "c", "--train", *huge,
+                               "-o", str(tmp_path / "e"))  # fmt: skip
+    assert (code, out) == (2, "") and "2^53" in err and not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("total", ["1e3", "true", "100000000000000000000000", "2"])
+def test_a_checkpoint_s_counts_are_whole_and_in_order(tmp_path: Path, total: str) -> None:
+    ckpt = tmp_path / "c"
+    code, _, err = run_presk("train", TRAIN, "--steps", "10", "--until", "4", "--ckpt", str(ckpt))
+    assert code == 0, err
+    doc = (ckpt / "step_4.json").read_text()
+    (ckpt / "step_4.json").write_text(doc.replace('"total": 10', f'"total": {total}'))
+    code, out, err = run_presk("train", TRAIN, "--resume", str(ckpt))
+    assert code == 1 and one_line_err(err) and "step_4.json" in err, err
+
+
+def one_line_err(err: str) -> bool:
+    return err.count("\n") == 1 and "Traceback" not in err

@@ -208,7 +208,7 @@ def _train(args: argparse.Namespace) -> int:
     run = checked.trainings[0]
     batches = load_data(run)
     epochs = natural("--epochs", args.epochs, 1) if args.epochs else run.epochs
-    available = epochs * batches.per_epoch
+    available = batches.available(epochs)
     total = batches.horizon(epochs, natural("--steps", args.steps, 1) if args.steps else None)
     request = CTrain(
         checked, run, batches, args.file, flags.realization, flags.realize, flags.threads,

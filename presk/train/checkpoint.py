@@ -33,6 +33,7 @@ from presk.elab.ty import Params, dims_env, subst
 from presk.elab.ty import Tensor as TensorT
 from presk.interp.tensor import Tensor
 from presk.interp.tree import Tree
+from presk.train.data import MAX_STEPS
 from presk.types.scope import param_leaves
 
 _STEP = re.compile(r"^step_(\d+)\.json$")
@@ -183,6 +184,14 @@ class Loaded:
     exact: dict[str, Any] | None
 
 
+def _whole(document: dict[str, Any], key: str) -> int:
+    """A count of a checkpoint's JSON: a whole number, not a float or a boolean."""
+    value = document[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"`{key}` is {value!r}, not a whole number")
+    return value
+
+
 def load(directory: str, step: int) -> Loaded:
     """Step `step`'s checkpoint (one-line errors for a damaged one)."""
     base = Path(directory)
@@ -190,8 +199,8 @@ def load(directory: str, step: int) -> Loaded:
     try:
         document = json.loads((base / f"step_{step}.json").read_text(encoding="utf-8"))
         meta = Meta(
-            int(document["step"]),
-            int(document["total"]),
+            _whole(document, "step"),
+            _whole(document, "total"),
             str(document["model"]),
             str(document["backend"]),
             str(document["realization"]),
@@ -204,6 +213,8 @@ def load(directory: str, step: int) -> Loaded:
         state = store.read(base / f"step_{step}.state.psk.d")
     except (OSError, ValueError, KeyError, TypeError, DataError) as error:
         raise CommandError(f"{where}: not a checkpoint presk can resume ({error})") from None
+    if not 1 <= meta.step <= meta.total <= MAX_STEPS:
+        raise CommandError(f"{where}: step {meta.step} of {meta.total} is not a step of a run")
     if weights.type != meta.model or weights.count != 1 or state.count != 1:
         raise CommandError(f"{where}: the checkpoint's files do not agree")
     moments = state[0]

@@ -18,12 +18,15 @@ import numpy.typing as npt
 
 from presk.data.format import DataError, TypeTextError, parse_sample_type, tensor_types
 from presk.data.samples import Samples, read
-from presk.diagnostics import CommandError, printable
+from presk.diagnostics import CommandError, UsageError, printable
 from presk.elab.presburger import Lin
 from presk.elab.ty import Tensor, TupleT, Type, subst, subst_lin
 from presk.interp import rng
 from presk.types.training import sample_type
 from presk.types.values import TrainingRun
+
+# The most steps a run takes: its step and horizon are `idx[2^53]` (types/training.py STEP).
+MAX_STEPS = 2**53 - 1
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,20 @@ class Batches:
         """Samples of each epoch left out by the last incomplete batch."""
         return self.samples.count - self.per_epoch * self.size
 
+    def available(self, epochs: int) -> int:
+        """The steps of `epochs` passes over the data; a UsageError past the step counter's
+        2^53 − 1 (a step is an `idx[2^53]` of the generated schedule), before any work."""
+        steps = epochs * self.per_epoch
+        if steps > MAX_STEPS:
+            raise UsageError(
+                f"{epochs} epochs of {self.per_epoch} batches are {steps} steps, more than a "
+                f"run's {MAX_STEPS} (2^53 − 1): give fewer --epochs or --steps"
+            )
+        return steps
+
     def horizon(self, epochs: int, steps: int | None) -> int:
         """The schedule's last step: `steps`, but never past `epochs` passes over the data."""
-        available = epochs * self.per_epoch
+        available = self.available(epochs)
         return available if steps is None else min(steps, available)
 
     def position(self, step: int) -> tuple[int, int]:
