@@ -441,7 +441,7 @@ def test_a_checkpoint_s_counts_are_whole_and_in_order(tmp_path: Path, total: str
     assert code == 0, err
     doc = (ckpt / "step_4.json").read_text()
     (ckpt / "step_4.json").write_text(doc.replace('"total": 10', f'"total": {total}'))
-    code, out, err = run_presk("train", TRAIN, "--resume", str(ckpt))
+    code, _, err = run_presk("train", TRAIN, "--resume", str(ckpt))
     assert code == 1 and one_line_err(err) and "step_4.json" in err, err
 
 
