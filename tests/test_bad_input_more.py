@@ -180,3 +180,16 @@ def test_data_never_writes_over_what_it_reads(tmp_path: Path) -> None:
         code, out, err = run_presk("data", *argv)
         assert (code, out) == (2, "") and "the file the command reads" in err, argv
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_prompt_is_encoded_by_longest_match_as_the_generators_do(tmp_path: Path) -> None:
+    from presk.diagnostics import CommandError
+    from presk.serve.vocab import Vocabulary, load
+
+    vocab = Vocabulary(("th", "t", "h", "b", "ab"))
+    assert vocab.encode("thb") == [0, 3]  # `th` first, as run.c and serve.py take it
+    assert vocab.encode("tab") == [1, 4]
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(["a", "", "b"]), encoding="utf-8")
+    with pytest.raises(CommandError, match="token 1 is empty"):
+        load(str(path))

@@ -20,15 +20,23 @@ class Vocabulary:
         return len(self.tokens)
 
     def encode(self, text: str) -> list[int]:
+        """The prompt's tokens: at each place the longest token that starts there, the
+        rule of the exported generators (C and PyTorch), so that every one of them
+        continues the same ids."""
         index = {t: i for i, t in enumerate(self.tokens)}
-        ids = []
-        for position, char in enumerate(text):
-            if char not in index:
+        longest = max(len(t) for t in self.tokens)
+        ids, position = [], 0
+        while position < len(text):
+            length = next(
+                (n for n in range(longest, 0, -1) if text[position : position + n] in index), 0
+            )
+            if length == 0:
                 raise CommandError(
-                    f"--prompt: the vocabulary has no {printable(repr(char))} "
+                    f"--prompt: the vocabulary has no {printable(repr(text[position]))} "
                     f"(character {position + 1} of the prompt)"
                 )
-            ids.append(index[char])
+            ids.append(index[text[position : position + length]])
+            position += length
         return ids
 
     def decode(self, token: int) -> str:
@@ -68,6 +76,10 @@ def load(path: str) -> Vocabulary:
                 f"{where}: token {number} ({printable(ascii(token))}) holds a NUL character, "
                 "which the C generator cannot print"
             )
+    if "" in document:
+        raise CommandError(
+            f"{where}: token {document.index('')} is empty; a token prints something"
+        )
     seen: set[str] = set()
     for token in document:
         if token in seen:

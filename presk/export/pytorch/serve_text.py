@@ -76,12 +76,16 @@ def load(model, path):
 
 
 def encode(text, tokens):
+    """At each place the longest token that starts there, as presk serve encodes."""
     index = {{t: i for i, t in enumerate(tokens)}}
-    ids = []
-    for position, char in enumerate(text):
-        if char not in index:
-            fail(f"--prompt: the vocabulary has no {{char!r}} (character {{position + 1}})")
-        ids.append(index[char])
+    longest = max(len(t) for t in tokens)
+    ids, at = [], 0
+    while at < len(text):
+        length = next((n for n in range(longest, 0, -1) if text[at : at + n] in index), 0)
+        if length == 0:
+            fail(f"--prompt: the vocabulary has no {{text[at]!r}} (character {{at + 1}})")
+        ids.append(index[text[at : at + length]])
+        at += length
     return ids
 
 
