@@ -111,13 +111,27 @@ def test_the_generator_refuses_bad_input(weights: str, tmp_path: Path) -> None:
     run = str(out / "run")
     for args, message in (
         ([str(out / "weights.psk.d"), "-p", "ABC"], "the vocabulary does not cover the prompt"),
-        ([str(out / "weights.psk.d"), "-n", "0"], "expected a positive number of tokens"),
-        ([str(out / "weights.psk.d"), "-t", "0"], "expected a positive temperature"),
+        ([str(out / "weights.psk.d"), "-n", "0"], "expected a whole number of tokens"),
+        ([str(out / "weights.psk.d"), "-n", "5abc"], "expected a whole number of tokens"),
+        ([str(out / "weights.psk.d"), "-n", "-1"], "expected a whole number of tokens"),
+        ([str(out / "weights.psk.d"), "-t", "0"], "expected a temperature in [2^-64, 2^64]"),
+        ([str(out / "weights.psk.d"), "-t", "inf"], "expected a temperature in [2^-64, 2^64]"),
+        ([str(out / "weights.psk.d"), "-s", "-1"], "expected a whole number in [0, 2^64)"),
+        ([str(out / "weights.psk.d"), "-s", "abc"], "expected a whole number in [0, 2^64)"),
         ([str(out / "weights.psk.d"), "-i", "1,64"], "token ids below"),
         (["tutorial/data/pairs.psk.d"], "not the parameter tree"),
     ):
         ran = subprocess.run([run, *args], capture_output=True, text=True)
-        assert ran.returncode != 0 and message in ran.stderr, (args, ran.stderr)
+        assert ran.returncode > 0 and message in ran.stderr, (args, ran.stderr)
+    # Past the context, the program keeps only the tokens it reads again: many tokens run
+    # in the memory of a few (before, -n 2^61 overflowed the buffer's size and crashed).
+    ran = subprocess.run([run, str(out / "weights.psk.d"), "-p", "the ", "-n", "200", "-s", "3"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    code, ours, err = run_presk("serve", SERVE, *TINY, "--weights", weights, "--prompt", "the ",
+                                "--tokens", "200", "--seed", "3", "--temperature", "1",
+                                "--backend", "native")  # fmt: skip
+    assert code == 0 and ours == ran.stdout, err
     code, _, err = run_presk(
         "export", "tutorial/07_train.psk", "--target", "c", "--serve", "-o", str(tmp_path / "x")
     )

@@ -100,8 +100,10 @@ def test_bad_input_is_one_line(weights: str, tmp_path: Path) -> None:
     cases = [
         (("--prompt", "THE"), "the vocabulary has no"),
         (("--tokens", "0"), "--tokens 0"),
-        (("--temperature", "0"), "--temperature 0: expected a positive number"),
-        (("--temperature", "-1"), "expected a positive number"),
+        (("--temperature", "0"), "--temperature 0: expected a number in [2^-64, 2^64]"),
+        (("--temperature", "-1"), "expected a number in [2^-64, 2^64]"),
+        (("--temperature", "1e-300"), "expected a number in [2^-64, 2^64]"),
+        (("--temperature", "1e39"), "expected a number in [2^-64, 2^64]"),
         (("--ids", "1,99"), "99 is not an id below 64"),
         (("--weights", "tutorial/data/pairs.psk.d"), "not one parameter tree"),
         (("--weights", str(tower)), "the weights have no `tok.table`"),

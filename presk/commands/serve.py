@@ -56,8 +56,10 @@ def _temperature(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"--temperature {text}: expected a positive number (or --greedy)")
+    # scores / T stays finite in every realization for scores up to 2^64; a T that f32
+    # rounds to 0 or inf gave NaN scores, and the backends drew different tokens.
+    if not 2.0**-64 <= value <= 2.0**64:
+        raise UsageError(f"--temperature {text}: expected a number in [2^-64, 2^64] (or --greedy)")
     return value
 
 
