@@ -193,3 +193,33 @@ def test_a_prompt_is_encoded_by_longest_match_as_the_generators_do(tmp_path: Pat
     path.write_text(json.dumps(["a", "", "b"]), encoding="utf-8")
     with pytest.raises(CommandError, match="token 1 is empty"):
         load(str(path))
+
+
+@pytest.mark.parametrize("context", [0, 2000])
+def test_weights_that_fix_a_context_the_file_does_not_allow_are_refused(
+    weights: str, tmp_path: Path, context: int  # noqa: F811
+) -> None:
+    import numpy as np
+
+    import presk.data as data
+    from presk.data.format import read
+
+    held = read(weights)
+    tree: dict = {}
+    for leaf, array in zip(held.leaves, held.arrays, strict=True):
+        value = array[0]
+        if leaf.path == "pos.table":  # the position table fixes T
+            value = np.zeros((context, value.shape[1]))
+        node = tree
+        *parents, last = leaf.path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    changed = tmp_path / "w.psk.d"
+    data.write(str(changed), [tree], type=held.type)
+    for backend in ("interp", "native"):
+        code, out, err = run_presk(
+            "serve", SERVE, *TINY, "--weights", str(changed), "--tokens", "2", "--backend", backend
+        )
+        assert (code, out) == (1, "") and err.count("\n") == 1, err
+        assert ("0 tokens" if context == 0 else "dim T <= 1024") in err

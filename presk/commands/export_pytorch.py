@@ -73,7 +73,8 @@ def export_pytorch(args: argparse.Namespace) -> int:
             raise UsageError(f"{printable(args.file)} has no `inference` block")
         block = checked.serves[0]
         weights = args.weights or block.weights
-        served = (block, prepare(block, weights, args.vocab), weights)
+        bounds = checked.program.main.dim_bounds
+        served = (block, prepare(block, weights, args.vocab, bounds), weights)
         options = replace(options, left_out=frozenset({block.generate.name}))
     try:
         files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}

@@ -77,7 +77,8 @@ def _serve(args: argparse.Namespace) -> int:
     block = checked.serves[0]
     if args.greedy and block.greedy is None:
         raise UsageError(f"--greedy: the `inference {block.name}` block names no `greedy` function")
-    served = prepare(block, args.weights or block.weights, args.vocab)
+    bounds = checked.program.main.dim_bounds
+    served = prepare(block, args.weights or block.weights, args.vocab, bounds)
     vocab, dims, weights, classes = served.vocab, served.dims, served.weights, served.classes
     if args.ids is not None:
         prompt = _ids(args.ids, classes)

@@ -74,9 +74,15 @@ class Served:
         return [(path, array.shape) for path, array in flatten(self.weights).items()]
 
 
-def prepare(block: ServeBlock, weights_path: str, vocab_path: str | None = None) -> Served:
+def prepare(
+    block: ServeBlock,
+    weights_path: str,
+    vocab_path: str | None = None,
+    bounds: Mapping[str, Fraction] | None = None,
+) -> Served:
     """The vocabulary (the block's, or `vocab_path`) and the weights (one-line errors when
-    they do not fit)."""
+    they do not fit). The dimensions the weights fix keep the file's `dim` `bounds`, and
+    the context holds a token at least, as `--dim` would have to."""
     from presk.data.format import DataError
     from presk.data.samples import read
     from presk.diagnostics import printable
@@ -94,6 +100,15 @@ def prepare(block: ServeBlock, weights_path: str, vocab_path: str | None = None)
         dims = context_of(block, held[0])
     except CommandError as error:
         raise CommandError(f"--weights {where}: {error}") from None
+    if dims[block.context] < 1:
+        raise CommandError(f"--weights {where}: a context `{block.context}` of 0 tokens")
+    for name, value in dims.items():
+        bound = (bounds or {}).get(name)
+        if bound is not None and value > bound:
+            raise CommandError(
+                f"--weights {where}: they fix {name} = {value}, past the file's "
+                f"`dim {name} <= {bound}`"
+            )
     weights = read_weights(weights_path, block.params, dims)
     classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
     if len(vocab) != classes:
