@@ -108,6 +108,8 @@ def test_bad_input_is_one_line(weights: str, tmp_path: Path) -> None:
         (("--weights", "tutorial/data/pairs.psk.d"), "not one parameter tree"),
         (("--weights", str(tower)), "the weights have no `tok.table`"),
         (("--backend", "gpu"), "--backend gpu"),
+        (("--weights", ""), "--weights: an empty name"),
+        (("--vocab", ""), "--vocab: an empty name"),
     ]
     for extra, message in cases:
         code, _, err = _serve(weights, *extra)

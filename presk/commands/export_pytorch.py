@@ -72,7 +72,7 @@ def export_pytorch(args: argparse.Namespace) -> int:
         if not checked.serves:
             raise UsageError(f"{printable(args.file)} has no `inference` block")
         block = checked.serves[0]
-        weights = args.weights or block.weights
+        weights = block.weights if args.weights is None else args.weights
         bounds = checked.program.main.dim_bounds
         served = (block, prepare(block, weights, args.vocab, bounds), weights)
         options = replace(options, left_out=frozenset({block.generate.name}))

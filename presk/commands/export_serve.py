@@ -37,7 +37,7 @@ def export_serve(args: argparse.Namespace) -> int:
     if not checked.serves:
         raise UsageError(f"{printable(args.file)} has no `inference` block")
     block = checked.serves[0]
-    weights_path = args.weights or block.weights
+    weights_path = block.weights if args.weights is None else args.weights
     served = prepare(block, weights_path, args.vocab, checked.program.main.dim_bounds)
     vocab = served.vocab
     prompt = vocab.encode(args.prompt if args.prompt is not None else vocab.tokens[0])

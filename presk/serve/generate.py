@@ -88,7 +88,11 @@ def prepare(
     from presk.diagnostics import printable
     from presk.train.checkpoint import read_weights
 
-    vocab = load_vocab(vocab_path or block.vocab)
+    for flag, given in (("--weights", weights_path), ("--vocab", vocab_path)):
+        if given == "":  # not the block's file: a name the user left empty
+            raise CommandError(f"{flag}: an empty name; name the file to read")
+    vocab_path = block.vocab if vocab_path is None else vocab_path
+    vocab = load_vocab(vocab_path)
     where = printable(weights_path)
     try:
         held = read(weights_path)
@@ -113,7 +117,7 @@ def prepare(
     classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
     if len(vocab) != classes:
         raise CommandError(
-            f"{printable(vocab_path or block.vocab)}: {len(vocab)} tokens, "
+            f"{printable(vocab_path)}: {len(vocab)} tokens, "
             f"the model scores {classes}"
         )
     return Served(vocab, dims, weights, classes)
