@@ -429,6 +429,13 @@ class CompiledEntry:
     def arena_bytes(self) -> int:
         return self.unit.arena_bytes
 
+    def input_bounds(self) -> list[int | None]:
+        """Each input leaf's index bound (its values lie in [0, bound)), in the `_in`
+        struct's order; None for a leaf that is not an index tensor of a known bound."""
+        bounds = [leaf.bound for leaf in self._plan[0]]
+        assert len(bounds) == len(self.unit.inputs)
+        return bounds
+
     def buffers(self, args: list[HostArg]) -> list[npt.NDArray[Any] | rng.Key]:
         """The arguments as the buffers C reads, in the `_in` struct's order (checked)."""
         flat = check_arguments(self.layouts, args)

@@ -185,10 +185,12 @@ def plan_export(request: CExport) -> ExportPlan:
     arena_macro = arena_macro_of(unit)
     files: dict[str, str | bytes] = dict(entry_files(unit))
     bind_inputs: list[str] = []
+    expected: list[dict[str, str]] = []
+    bounds = compiled.input_bounds()
     for i, (field, _, leaf) in enumerate(unit.inputs):
         if isinstance(leaf, HKey):
+            expected.append(_expected_leaf(field, DTYPE_CODE["i64"], (2,), None))
             bind_inputs += [
-                _check_leaf(i, 3, "expected a key"),
                 f"presk_key key{i};",
                 f"key{i}.k[0] = (uint32_t)((const int64_t *)inputs.data[{i}])[0];",
                 f"key{i}.k[1] = (uint32_t)((const int64_t *)inputs.data[{i}])[1];",
@@ -196,11 +198,9 @@ def plan_export(request: CExport) -> ExportPlan:
             ]
             continue
         assert isinstance(leaf, HTensor)
-        code = DTYPE_CODE[leaf.dtype]
-        bind_inputs += [
-            _check_leaf(i, code, "wrong element type"),
-            f"in.{field} = (const {C_TYPE[leaf.dtype]} *)inputs.data[{i}];",
-        ]
+        shape = tuple(s for _, s in leaf.axes)
+        expected.append(_expected_leaf(field, DTYPE_CODE[leaf.dtype], shape, bounds[i]))
+        bind_inputs.append(f"in.{field} = (const {C_TYPE[leaf.dtype]} *)inputs.data[{i}];")
     bind_outputs: list[str] = []
     write_outputs: list[str] = []
     free_outputs: list[str] = []
@@ -234,6 +234,7 @@ def plan_export(request: CExport) -> ExportPlan:
         banner=banner_c,
         symbol=symbol,
         input_leaves=len(unit.inputs),
+        expected=expected,
         bind_inputs=bind_inputs,
         bind_outputs=bind_outputs,
         write_outputs=write_outputs,
@@ -356,12 +357,20 @@ def entry_files(unit: Unit) -> dict[str, str]:
     return files
 
 
-def _check_leaf(index: int, code: int, problem: str) -> str:
-    """A line of main.c refusing an input leaf of the wrong element type."""
-    return (
-        f"if (inputs.leaves[{index}].dtype != {code}u) "
-        f'{{ return fail(argv[arg], "leaf {index}: {problem}"); }}'
-    )
+def _expected_leaf(
+    path: str, code: int, shape: tuple[int, ...], bound: int | None
+) -> dict[str, str]:
+    """A row of main.c's `expected` table: what input leaf `path` must be in the inputs file
+    (element type, rank, dims, and for an index leaf the bound its values lie below; -1
+    for none), with its shape as the error line prints it."""
+    return {
+        "path": c_string(path),
+        "dtype": f"{code}u",
+        "rank": f"{len(shape)}u",
+        "dims": ", ".join(f"{s}u" for s in shape) or "0u",
+        "shape": c_string("[" + ", ".join(str(s) for s in shape) + "]"),
+        "bound": str(-1 if bound is None else bound),
+    }
 
 
 def _plural(n: int, noun: str) -> str:
