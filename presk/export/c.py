@@ -189,7 +189,7 @@ def plan_export(request: CExport) -> ExportPlan:
     bounds = compiled.input_bounds()
     for i, (field, _, leaf) in enumerate(unit.inputs):
         if isinstance(leaf, HKey):
-            expected.append(_expected_leaf(field, DTYPE_CODE["i64"], (2,), None))
+            expected.append(expected_leaf(field, DTYPE_CODE["i64"], (2,), None))
             bind_inputs += [
                 f"presk_key key{i};",
                 f"key{i}.k[0] = (uint32_t)((const int64_t *)inputs.data[{i}])[0];",
@@ -199,7 +199,7 @@ def plan_export(request: CExport) -> ExportPlan:
             continue
         assert isinstance(leaf, HTensor)
         shape = tuple(s for _, s in leaf.axes)
-        expected.append(_expected_leaf(field, DTYPE_CODE[leaf.dtype], shape, bounds[i]))
+        expected.append(expected_leaf(field, DTYPE_CODE[leaf.dtype], shape, bounds[i]))
         bind_inputs.append(f"in.{field} = (const {C_TYPE[leaf.dtype]} *)inputs.data[{i}];")
     bind_outputs: list[str] = []
     write_outputs: list[str] = []
@@ -357,10 +357,10 @@ def entry_files(unit: Unit) -> dict[str, str]:
     return files
 
 
-def _expected_leaf(
+def expected_leaf(
     path: str, code: int, shape: tuple[int, ...], bound: int | None
 ) -> dict[str, str]:
-    """A row of main.c's `expected` table: what input leaf `path` must be in the inputs file
+    """A row of an exported main.c's table of expected input leaves: what input leaf `path` must be in the inputs file
     (element type, rank, dims, and for an index leaf the bound its values lie below; -1
     for none), with its shape as the error line prints it."""
     return {
@@ -388,6 +388,7 @@ __all__ = [
     "ExportPlan",
     "arena_macro_of",
     "entry_files",
+    "expected_leaf",
     "export_banner",
     "plan_export",
 ]

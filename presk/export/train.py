@@ -27,7 +27,7 @@ from presk.cgen.program import Unit, _env
 from presk.data.format import DataFile, Leaf, reals_as, write
 from presk.dtypes import Dtype
 from presk.elab.ty import at_dims
-from presk.export.c import ExportError, ExportPlan, arena_macro_of, entry_files
+from presk.export.c import ExportError, ExportPlan, arena_macro_of, entry_files, expected_leaf
 from presk.export.escape import make_comment, markdown, sh_comment, sh_word
 from presk.host.program import HostProgram, HTensor
 from presk.host.realization import Realization
@@ -240,6 +240,13 @@ def plan_train(request: CTrain) -> ExportPlan:
         + _c_list([f"dims{k}" if leaf.axes else "NULL" for k, leaf in enumerate(layout.state)])
         + " };"
     )
+    # data.psk.d's leaves, a sample each: the shape and, for an index leaf, the bound that
+    # main.c checks before any step reads them (the step does not check its indices).
+    bounds = stepper.compiled.input_bounds()[3 * n + 2 :]
+    batch_expected = [
+        expected_leaf(path, CODE[dtype], tuple(array.shape[1:]), bound)
+        for (path, dtype, array), bound in zip(data_leaves, bounds, strict=True)
+    ]
     shuffled = batches.seed is not None
     files["main.c"] = env.get_template("train/main.c.j2").render(
         banner=comment(banner),
@@ -268,6 +275,7 @@ def plan_train(request: CTrain) -> ExportPlan:
         m_paths=_c_list([c_string(f"0.{p}") for p in layout.paths]),
         v_paths=_c_list([c_string(f"1.{p}") for p in layout.paths]),
         batch_dtypes=_c_list([f"{CODE[leaf.dtype]}u" for leaf in layout.batch]),
+        batch_expected=batch_expected,
         batch_rows=_c_list([f"{leaf.size // batches.size}u" for leaf in layout.batch]),
         scalar_dtypes=_c_list([f"{CODE[leaf.dtype]}u" for leaf in layout.scalars]),
         bind=_bind(unit, n),
