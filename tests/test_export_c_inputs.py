@@ -135,3 +135,119 @@ def test_a_good_repeat_times_the_calls(model: Path, tmp_path: Path) -> None:
     done, _ = _run(model, tmp_path, model / "conformance/inputs.psk.d", "-r", "3")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("presk_MiniGPT_apply: 3 calls, median ")
+
+
+TRAIN_MINIGPT = REPO_ROOT / "tests/examples/minigpt/train_minigpt.psk"
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny MiniGPT training run exported with --train and built."""
+    out = tmp_path_factory.mktemp("cin_train") / "t"
+    code, _, err = run_presk(
+        "export", str(TRAIN_MINIGPT), "--const", "V=64", "--const", "D=16", "--const", "H=2",
+        "--const", "L=2", "--target", "c", "--train", "-o", str(out),
+    )
+    assert code == 0, err
+    build = subprocess.run(["make", "-s", "-C", str(out), "train"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    assert "warning" not in build.stderr
+    return out
+
+
+def _train_with(trainer: Path, tmp_path: Path, name: str, change: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run a copy of the training program whose `name` (theta0/data) has been changed."""
+    copy = tmp_path / "t"
+    shutil.copytree(trainer, copy)
+    data = read(copy / name)
+    leaves, arrays = list(data.leaves), [a.copy() for a in data.arrays]
+    if change == "shape":
+        leaves[0] = Leaf(leaves[0].path, leaves[0].dtype, (1, 16))
+        arrays[0] = np.zeros((data.count, 1, 16), dtype=arrays[0].dtype)
+    else:
+        arrays[-1].reshape(-1)[5] = int(change)
+    write(copy / name, DataFile(data.type, data.count, leaves, arrays))
+    ckpt = tmp_path / "ckpt"
+    done = subprocess.run([str(copy / "train"), "--steps", "2", "--ckpt", str(ckpt)],
+                          capture_output=True, text=True, timeout=120)
+    return done, ckpt
+
+
+@pytest.mark.parametrize("value", ["1000000000000", "-1", "64"])
+def test_train_refuses_token_ids_out_of_range(trainer: Path, tmp_path: Path, value: str) -> None:
+    done, ckpt = _train_with(trainer, tmp_path, "data.psk.d", value)
+    assert done.returncode > 0, (done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and "data.psk.d" in done.stderr, done.stderr
+    assert f"index {value} out of range for idx[64]" in done.stderr
+    assert not ckpt.exists()
+
+
+@pytest.mark.parametrize("name", ["theta0.psk.d", "data.psk.d"])
+def test_train_refuses_leaves_of_another_shape(trainer: Path, tmp_path: Path, name: str) -> None:
+    done, ckpt = _train_with(trainer, tmp_path, name, "shape")
+    assert done.returncode > 0, (done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
+    assert not ckpt.exists()
+
+
+LIBRARY_CALL = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "minigpt.h"
+
+static double zeros[1 << 16];
+static double result[1 << 12];
+
+int main(int argc, char **argv) {
+    int64_t ids[4] = {1, 2, 3, 4};
+    ids[1] = strtoll(argv[argc - 1], NULL, 10);
+    minigpt_in in;
+    minigpt_out out;
+%(fields)s
+    in.ids = ids;
+    out.out = result;
+    result[0] = 7.0;
+    minigpt_ctx *ctx = minigpt_create();
+    int status = minigpt_call(ctx, &in, &out);
+    minigpt_destroy(ctx);
+    printf("%%d %%g\n", status, result[0]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def library_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny MiniGPT exported as a library, and a program that calls it with ids[1] = argv[1]."""
+    out = tmp_path_factory.mktemp("cin_lib") / "lib"
+    code, _, err = run_presk(
+        "export", str(MINIGPT), "--const", "V=64", "--const", "D=16", "--const", "H=2",
+        "--const", "L=2", "--mode", "library", "--entry", "MiniGPT.apply", "--dim", "B=1",
+        "--dim", "T=4", "-o", str(out),
+    )
+    assert code == 0, err
+    build = subprocess.run(["make", "-s", "-C", str(out)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    header = (out / "minigpt.h").read_text()
+    block = header.split("} minigpt_key;", 1)[1].split("} minigpt_in;", 1)[0]
+    names = [line.split("*", 1)[1].split(";", 1)[0] for line in block.splitlines()
+             if line.strip().startswith("const double *")]
+    fields = "\n".join(f"    in.{name} = zeros;" for name in names)
+    (out / "call.c").write_text(LIBRARY_CALL % {"fields": fields})
+    cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-I.", "-o", "call", "call.c",
+                         "libminigpt.a", "-lm"], cwd=out, capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    return out / "call"
+
+
+@pytest.mark.parametrize(("value", "status"), [("63", "0"), ("64", "3"), ("-1", "3"),
+                                                 ("1000000000000", "3")])
+def test_the_library_refuses_indices_out_of_range(
+    library_call: Path, value: str, status: str
+) -> None:
+    done = subprocess.run([str(library_call), value], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    got, first = done.stdout.split()
+    assert got == status
+    if status == "3":
+        assert first == "7"  # nothing was computed

@@ -143,7 +143,8 @@ class _EntryText:
 def _entry_text(name: str, prefix: str, index: int, entry: LibraryEntry) -> _EntryText:
     unit = entry.compiled.unit
     in_fields, bind, inputs = [], [], []
-    for field, _, leaf in unit.inputs:
+    bounds = entry.compiled.input_bounds()
+    for (field, _, leaf), bound in zip(unit.inputs, bounds, strict=True):
         if isinstance(leaf, HKey):
             in_fields.append(f"const {name}_key *{field}; /* a random key */")
             bind += [
@@ -155,6 +156,12 @@ def _entry_text(name: str, prefix: str, index: int, entry: LibraryEntry) -> _Ent
             inputs.append(f"`{field}`: a random key (`{name}_key`, two 32-bit words)")
             continue
         in_fields.append(f"const {_c_type(leaf.dtype)} *{field}; /* {_shape(leaf)} */")
+        if bound is not None and leaf.size:
+            # The entry indexes tables by these values unchecked: refuse any outside [0, bound).
+            bind.append(
+                f"for (size_t j = 0; j < {leaf.size}u; j++) {{ if (in->{field}[j] < 0 || "
+                f"in->{field}[j] >= {bound}) {{ return 3; }} }}"
+            )
         bind.append(f"args.{field} = in->{field};")
         inputs.append(f"`{field}`: {_shape(leaf)}")
     if not in_fields:
