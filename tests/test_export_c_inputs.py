@@ -48,7 +48,10 @@ def _leaf(data: DataFile, path: str) -> int:
     return [leaf.path for leaf in data.leaves].index(path)
 
 
-def _run(model: Path, tmp_path: Path, inputs: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+Done = subprocess.CompletedProcess[str]
+
+
+def _run(model: Path, tmp_path: Path, inputs: Path, *flags: str) -> tuple[Done, Path]:
     out = tmp_path / "out.psk.d"
     done = subprocess.run(
         [str(model / "model"), *flags, str(inputs), str(out)],
@@ -57,7 +60,7 @@ def _run(model: Path, tmp_path: Path, inputs: Path, *flags: str) -> tuple[subpro
     return done, out
 
 
-def _refused(done: subprocess.CompletedProcess[str], out: Path, *words: str) -> None:
+def _refused(done: Done, out: Path, *words: str) -> None:
     assert done.returncode > 0, (done.returncode, done.stderr)  # not a signal, not success
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
@@ -155,7 +158,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _train_with(trainer: Path, tmp_path: Path, name: str, change: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _train_with(trainer: Path, tmp_path: Path, name: str, change: str) -> tuple[Done, Path]:
     """Run a copy of the training program whose `name` (theta0/data) has been changed."""
     copy = tmp_path / "t"
     shutil.copytree(trainer, copy)

@@ -198,8 +198,8 @@ def plan_export(request: CExport) -> ExportPlan:
             ]
             continue
         assert isinstance(leaf, HTensor)
-        shape = tuple(s for _, s in leaf.axes)
-        expected.append(expected_leaf(field, DTYPE_CODE[leaf.dtype], shape, bounds[i]))
+        sizes = tuple(s for _, s in leaf.axes)
+        expected.append(expected_leaf(field, DTYPE_CODE[leaf.dtype], sizes, bounds[i]))
         bind_inputs.append(f"in.{field} = (const {C_TYPE[leaf.dtype]} *)inputs.data[{i}];")
     bind_outputs: list[str] = []
     write_outputs: list[str] = []
