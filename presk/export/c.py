@@ -360,9 +360,9 @@ def entry_files(unit: Unit) -> dict[str, str]:
 def expected_leaf(
     path: str, code: int, shape: tuple[int, ...], bound: int | None
 ) -> dict[str, str]:
-    """A row of an exported main.c's table of expected input leaves: what input leaf `path` must be in the inputs file
-    (element type, rank, dims, and for an index leaf the bound its values lie below; -1
-    for none), with its shape as the error line prints it."""
+    """A row of the exported main.c's table of expected inputs: what leaf `path` must be
+    in the inputs file (element type, rank, dims, and for an index leaf the bound its
+    values lie below; -1 for none), with its shape as the error line prints it."""
     return {
         "path": c_string(path),
         "dtype": f"{code}u",

@@ -117,8 +117,7 @@ def prepare(
     classes = int(block.classes.subst({k: Fraction(v) for k, v in dims.items()}).const)
     if len(vocab) != classes:
         raise CommandError(
-            f"{printable(vocab_path)}: {len(vocab)} tokens, "
-            f"the model scores {classes}"
+            f"{printable(vocab_path)}: {len(vocab)} tokens, the model scores {classes}"
         )
     return Served(vocab, dims, weights, classes)
 
