@@ -151,6 +151,12 @@ def test_times_holds_each_step(exported: Path, tmp_path: Path) -> None:
     done = train_c(exported, "--steps", "5", "--ckpt", str(tmp_path / "c"), "--times", str(times))
     assert done.returncode == 0
     assert len([float(x) for x in times.read_text().split()]) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "times"]  # no temporary left
+    # A directory is refused before the first step, not after the run.
+    done = train_c(exported, "--steps", "5", "--ckpt", str(tmp_path / "d"), "--times",
+                   str(tmp_path))  # fmt: skip
+    assert done.returncode == 1 and "a directory" in done.stderr and "step " not in done.stdout
+    assert not (tmp_path / "d").exists()
 
 
 def test_an_unknown_trainer_flag_gives_the_usage(exported: Path) -> None:
