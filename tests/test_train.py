@@ -434,13 +434,20 @@ def test_a_horizon_past_the_step_counter_is_refused_before_any_work(tmp_path: Pa
     assert (code, out) == (2, "") and "2^53" in err and not (tmp_path / "e").exists()
 
 
-@pytest.mark.parametrize("total", ["1e3", "true", "100000000000000000000000", "2"])
-def test_a_checkpoint_s_counts_are_whole_and_in_order(tmp_path: Path, total: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("total", "1e3"), ("total", "true"), ("total", "100000000000000000000000"), ("total", "2"),
+     ("seed", "0.0"), ("bits", "true")],
+)  # fmt: skip
+def test_a_checkpoint_s_counts_are_whole_and_in_order(
+    tmp_path: Path, key: str, value: str
+) -> None:
     ckpt = tmp_path / "c"
     code, _, err = run_presk("train", TRAIN, "--steps", "10", "--until", "4", "--ckpt", str(ckpt))
     assert code == 0, err
-    doc = (ckpt / "step_4.json").read_text()
-    (ckpt / "step_4.json").write_text(doc.replace('"total": 10', f'"total": {total}'))
+    doc = json.loads((ckpt / "step_4.json").read_text())
+    doc[key] = json.loads(value)
+    (ckpt / "step_4.json").write_text(json.dumps(doc))
     code, _, err = run_presk("train", TRAIN, "--resume", str(ckpt))
     assert code == 1 and one_line_err(err) and "step_4.json" in err, err
 

@@ -204,8 +204,8 @@ def load(directory: str, step: int) -> Loaded:
             str(document["model"]),
             str(document["backend"]),
             str(document["realization"]),
-            int(document["bits"]),
-            int(document["seed"]),
+            _whole(document, "bits"),
+            _whole(document, "seed"),
         )
         if document.get("format") != FORMAT:
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT}")
