@@ -12,8 +12,8 @@ synthesizes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from presk.elab.presburger import Lin
 from presk.elab.program import ModuleInfo
@@ -22,9 +22,6 @@ from presk.export.pytorch.layout import Unsupported
 from presk.export.pytorch.names import number
 from presk.syntax import ast
 from presk.types.scope import module_scope, resolve, use_instance
-
-if TYPE_CHECKING:
-    from presk.export.pytorch.naming import Naming
 
 HELPER = "presk_random"  # the helper module's name (`presk_random.py`)
 
@@ -81,17 +78,22 @@ def initializer(decl: ast.ParamDecl) -> str:
     raise Unsupported(f"the initializer `{kind}` of `{decl.name.name}`")
 
 
-def init_table(module: ModuleInfo, names: Naming) -> list[tuple[str, str, str]]:
+# A module's attribute as the export names it (naming.Naming.attr): passed in, since the
+# naming reads this module's constructor arguments.
+Attr = Callable[[ModuleInfo, str], str]
+
+
+def init_table(module: ModuleInfo, attr_of: Attr) -> list[tuple[str, str, str]]:
     """(presk path, module path with `{}` for a layer, initializer) of every leaf."""
     out: list[tuple[str, str, str]] = []
 
     def walk(inst: Instance, presk: str, torch: str, stacked: bool) -> None:
         for decl in inst.module.decl.params:
-            attr = names.attr(inst.module, decl.name.name)
+            attr = attr_of(inst.module, decl.name.name)
             out.append((presk + decl.name.name, torch + attr, initializer(decl)))
         for use in inst.module.decl.uses:
             sub = use_instance(inst, use)
-            name, attr = use.name.name, names.attr(inst.module, use.name.name)
+            name, attr = use.name.name, attr_of(inst.module, use.name.name)
             if sub.stack is not None:
                 if stacked:
                     raise Unsupported("a stack inside a stack")
@@ -108,14 +110,14 @@ def _text(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def init_lines(module: ModuleInfo, names: Naming) -> list[str]:
+def init_lines(module: ModuleInfo, attr_of: Attr) -> list[str]:
     """The class attribute `PRESK_INIT` (indented for the class body)."""
     lines = [
         "    # presk's initializer of each leaf, for presk_random.init: (presk path, path here,",
         "    # `{}` a layer of a stack, initializer).",
         "    PRESK_INIT = (",
     ]
-    table = init_table(module, names)
+    table = init_table(module, attr_of)
     lines += [f"        ({_text(p)}, {_text(t)}, {how})," for p, t, how in table]
     return [*lines, "    )"]
 

@@ -141,7 +141,7 @@ class _File:
             )
         )
         lines.append("")
-        lines += [*init_lines(module, self.names), ""]
+        lines += [*init_lines(module, self.names.attr), ""]
         # __init__'s scope: self and the constructor's arguments, beside the file's names.
         table = self.names.scope(self.env)
         table.claim("self")
