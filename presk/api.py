@@ -40,7 +40,7 @@ from presk.interp.reference import NotBuilt, RunError, Tree, Value
 from presk.interp.run import reference_interpreter
 from presk.interp.synth import draw, draw_inputs, to_reference
 from presk.interp.tensor import Kind, Tensor
-from presk.machine import default_threads
+from presk.machine import MAX_THREADS, default_threads
 from presk.pipeline import compile_entry, core_module, front_end
 from presk.types.check import CheckedProgram
 
@@ -413,4 +413,4 @@ def _realization(realize: str | Realization) -> Realization:
 
 
 def _threads(threads: int) -> int:
-    return _whole("threads", threads, 1, 1024)
+    return _whole("threads", threads, 1, MAX_THREADS)

@@ -72,9 +72,7 @@ def export_pytorch(args: argparse.Namespace) -> int:
         if not checked.serves:
             raise UsageError(f"{printable(args.file)} has no `inference` block")
         block = checked.serves[0]
-        weights = block.weights if args.weights is None else args.weights
-        bounds = checked.program.main.dim_bounds
-        served = (block, prepare(block, weights, args.vocab, bounds), weights)
+        served = (block, prepare(block, args.weights, args.vocab))
         options = replace(options, left_out=frozenset({block.generate.name}))
     try:
         files: dict[str, str | bytes] = {f.name: f.text for f in write_files(checked, options)}

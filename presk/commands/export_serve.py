@@ -37,8 +37,7 @@ def export_serve(args: argparse.Namespace) -> int:
     if not checked.serves:
         raise UsageError(f"{printable(args.file)} has no `inference` block")
     block = checked.serves[0]
-    weights_path = block.weights if args.weights is None else args.weights
-    served = prepare(block, weights_path, args.vocab, checked.program.main.dim_bounds)
+    served = prepare(block, args.weights, args.vocab)
     vocab = served.vocab
     prompt = vocab.encode(args.prompt if args.prompt is not None else vocab.tokens[0])
     if not prompt:
@@ -61,7 +60,7 @@ def export_serve(args: argparse.Namespace) -> int:
     if block.greedy is not None:
         stepper, greedy_text = tokens(True)
         greedy_entry = stepper.greedy  # type: ignore[attr-defined]
-    with open(weights_path, "rb") as handle:
+    with open(served.weights_path, "rb") as handle:
         weights_bytes = handle.read()
     dims = {**served.dims, block.batch: 1}
     shapes = dict(served.leaves)

@@ -77,10 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
     block = checked.serves[0]
     if args.greedy and block.greedy is None:
         raise UsageError(f"--greedy: the `inference {block.name}` block names no `greedy` function")
-    bounds = checked.program.main.dim_bounds
-    served = prepare(
-        block, block.weights if args.weights is None else args.weights, args.vocab, bounds
-    )
+    served = prepare(block, args.weights, args.vocab)
     vocab, dims, weights, classes = served.vocab, served.dims, served.weights, served.classes
     if args.ids is not None:
         prompt = _ids(args.ids, classes)

@@ -68,6 +68,7 @@ class Served:
     dims: dict[str, int]  # fixed by the weights' shapes: the context among them
     weights: dict[str, Any]
     classes: int  # the vocabulary's size in the model (V)
+    weights_path: str  # the file they were read from (an export copies it)
 
     @property
     def leaves(self) -> list[tuple[str, tuple[int, ...]]]:
@@ -75,14 +76,12 @@ class Served:
 
 
 def prepare(
-    block: ServeBlock,
-    weights_path: str,
-    vocab_path: str | None = None,
-    bounds: Mapping[str, Fraction] | None = None,
+    block: ServeBlock, weights_path: str | None = None, vocab_path: str | None = None
 ) -> Served:
-    """The vocabulary (the block's, or `vocab_path`) and the weights (one-line errors when
-    they do not fit). The dimensions the weights fix keep the file's `dim` `bounds`, and
-    the context holds a token at least, as `--dim` would have to."""
+    """The vocabulary and the weights (the block's, or the paths given; one-line errors
+    when they do not fit). The dimensions the weights fix keep the `dim` bounds of the
+    generation function's file, and the context holds a token at least, as `--dim` would
+    have to."""
     from presk.data.format import DataError
     from presk.data.samples import read
     from presk.diagnostics import printable
@@ -91,6 +90,7 @@ def prepare(
     for flag, given in (("--weights", weights_path), ("--vocab", vocab_path)):
         if given == "":  # not the block's file: a name the user left empty
             raise CommandError(f"{flag}: an empty name; name the file to read")
+    weights_path = block.weights if weights_path is None else weights_path
     vocab_path = block.vocab if vocab_path is None else vocab_path
     vocab = load_vocab(vocab_path)
     where = printable(weights_path)
@@ -107,7 +107,7 @@ def prepare(
     if dims[block.context] < 1:
         raise CommandError(f"--weights {where}: a context `{block.context}` of 0 tokens")
     for name, value in dims.items():
-        bound = (bounds or {}).get(name)
+        bound = block.generate.file.dim_bounds.get(name)
         if bound is not None and value > bound:
             raise CommandError(
                 f"--weights {where}: they fix {name} = {value}, past the file's "
@@ -119,7 +119,7 @@ def prepare(
         raise CommandError(
             f"{printable(vocab_path)}: {len(vocab)} tokens, the model scores {classes}"
         )
-    return Served(vocab, dims, weights, classes)
+    return Served(vocab, dims, weights, classes, weights_path)
 
 
 class Step(Protocol):

@@ -30,10 +30,8 @@ SERVE_NAMES = words(
 )
 
 
-def serve_files(
-    block: ServeBlock, served: Served, weights_path: str, names: Naming
-) -> dict[str, str | bytes]:
-    """serve.py and its files, for the weights `served` holds (read from `weights_path`);
+def serve_files(block: ServeBlock, served: Served, names: Naming) -> dict[str, str | bytes]:
+    """serve.py and its files, for the weights `served` holds (and the file they came from);
     naming.py keeps `serve` and `pskd` and the modules serve.py imports from the modules'
     names."""
     greedy = block.greedy
@@ -69,7 +67,7 @@ def serve_files(
     return {
         "serve.py": text,
         "pskd.py": PSKD,
-        "weights.psk.d": Path(weights_path).read_bytes(),
+        "weights.psk.d": Path(served.weights_path).read_bytes(),
         "vocab.json": json.dumps(list(served.vocab.tokens), ensure_ascii=False) + "\n",
     }
 
